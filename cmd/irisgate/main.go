@@ -1,0 +1,33 @@
+// Command irisgate is the Iris gateway: run it with "irisgate serve".
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// CLI is the command line. Every setting of serve can also come from the
+// environment (IRISGATE_*) or a TOML file (--config): flags win over the
+// environment, which wins over the file.
+type CLI struct {
+	Config kong.ConfigFlag `help:"TOML file with settings (keys are the flag names, e.g. listen = \":8787\")." env:"IRISGATE_CONFIG" type:"existingfile"`
+
+	Serve ServeCmd `cmd:"" help:"Run the gateway."`
+	Token TokenCmd `cmd:"" help:"Manage device tokens."`
+}
+
+func main() {
+	var cli CLI
+	ctx := kong.Parse(&cli,
+		kong.Name("irisgate"),
+		kong.Description("A self-hosted gateway between your devices and your AI agent."),
+		kong.UsageOnError(),
+		kong.Configuration(tomlLoader),
+	)
+	if err := ctx.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "irisgate:", err)
+		os.Exit(1)
+	}
+}

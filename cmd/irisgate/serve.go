@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/server"
+)
+
+// ServeCmd runs the gateway.
+type ServeCmd struct {
+	Listen        string        `help:"Address to listen on (host:port)." default:":8787" env:"IRISGATE_LISTEN"`
+	Data          string        `help:"Data directory: the SQLite database and files live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
+	Token         string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
+	LogFormat     string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
+	LogLevel      string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
+	ShowReasoning bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
+	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY"`
+	OutboxKeep    int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
+	OutboxMaxAge  time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
+	MaxFrame      int64         `help:"Largest WebSocket frame accepted, in bytes." default:"1048576" env:"IRISGATE_MAX_FRAME"`
+	HelloTimeout  time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
+	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
+	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
+}
+
+// Run starts the gateway and serves until SIGINT or SIGTERM.
+func (c *ServeCmd) Run() error {
+	log := newLogger(c.LogFormat, c.LogLevel)
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	app, err := server.Open(server.AppConfig{
+		DataDir: c.Data, Token: c.Token, Log: log,
+		Agent:         &agent.Echo{Delay: c.EchoDelay},
+		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
+		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	url := wsURL(ln.Addr())
+	log.Info("irisgate listening", "ws", url, "data", c.Data, "agent", app.GW.Agent().Name())
+	if app.FirstToken != "" {
+		fmt.Fprintf(os.Stderr, "\nFirst start: a device token was created. It is shown only this once:\n\n    %s\n\n"+
+			"Connect a device to %s with it, or try:  irisgate chat --url %s --token %s\n"+
+			"More tokens: irisgate token create --data %s\n\n", app.FirstToken, url, url, app.FirstToken, c.Data)
+	}
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(ln) }()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-served:
+		if err != nil {
+			app.Close(context.Background())
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.ShutdownWait)
+	defer cancel()
+	err = app.Close(ctx)
+	log.Info("stopped")
+	return err
+}
+
+func wsURL(a net.Addr) string {
+	host, port, _ := net.SplitHostPort(a.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "ws://" + net.JoinHostPort(host, port) + "/ws"
+}
+
+func newLogger(format, level string) *slog.Logger {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

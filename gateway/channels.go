@@ -1,0 +1,210 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Channel limits.
+const (
+	MaxChannelName = 100       // runes
+	MaxIconBytes   = 512 << 10 // decoded
+)
+
+// Channels returns the directory.
+func (g *Gateway) Channels(ctx context.Context) ([]core.Channel, error) { return g.st.Channels(ctx) }
+
+// CreateChannel adds a channel, or a thread under parent.
+func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, parent string) error {
+	name, err := channelName(name)
+	if err != nil {
+		return err
+	}
+	c := core.Channel{Name: name}
+	switch kind {
+	case "", core.KindChannel:
+		if parent != "" {
+			return core.Errorf(core.CodeUnsupported, "a channel has no parent_chat_id; use kind \"thread\"")
+		}
+		c.Kind, c.ChatID = core.KindChannel, core.NewID("chan_")
+	case core.KindThread:
+		p, err := g.st.Channel(ctx, parent)
+		if err != nil {
+			return notFound(err, "unknown parent_chat_id "+quote(parent))
+		}
+		if p.Kind == core.KindThread {
+			return core.Errorf(core.CodeUnsupported, "threads cannot be nested: %q is a thread", parent)
+		}
+		c.Kind, c.ChatID, c.ParentChatID = core.KindThread, core.NewID("t_"), parent
+	default:
+		return core.Errorf(core.CodeUnsupported, "kind must be \"channel\" or \"thread\", not %q", kind)
+	}
+	return g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(c) },
+		&core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.reply()})
+}
+
+// ChannelChange is one of the edits answered by channel.renamed.
+type ChannelChange struct {
+	Name       *string
+	SetDefault bool
+	Favorite   *bool
+	Icon       *string // "" clears
+	Color      *string // "" clears
+	Automation *bool
+}
+
+// ChangeChannel edits a directory entry and broadcasts the full entry.
+func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string, ch ChannelChange) error {
+	if ch.Name != nil {
+		n, err := channelName(*ch.Name)
+		if err != nil {
+			return err
+		}
+		ch.Name = &n
+	}
+	if ch.Icon != nil && *ch.Icon != "" {
+		if err := checkIcon(*ch.Icon); err != nil {
+			return err
+		}
+	}
+	if ch.Color != nil && *ch.Color != "" && !isColor(*ch.Color) {
+		return core.Errorf(core.CodeUnsupported, "color must be #RRGGBB, not %q", *ch.Color)
+	}
+	var out core.Channel
+	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.reply()}
+	return g.commit(ctx, func(tx *store.Tx) error {
+		c, err := tx.Channel(chatID)
+		if err != nil {
+			return notFound(err, "unknown chat_id "+quote(chatID))
+		}
+		if ch.Name != nil {
+			c.Name = *ch.Name
+		}
+		if ch.Favorite != nil {
+			c.Favorite = *ch.Favorite
+		}
+		if ch.Icon != nil {
+			c.Icon = *ch.Icon
+		}
+		if ch.Color != nil {
+			c.Color = strings.ToUpper(*ch.Color)
+		}
+		if ch.Automation != nil {
+			if c.Kind == core.KindDefault || c.IsDefault {
+				return core.Errorf(core.CodeNotFound, "the default channel cannot be an automation channel")
+			}
+			if c.Kind == core.KindThread {
+				return core.Errorf(core.CodeUnsupported, "a thread cannot be an automation channel; mark its channel")
+			}
+			c.Automation = *ch.Automation
+		}
+		if ch.SetDefault {
+			if c.Kind == core.KindThread {
+				return core.Errorf(core.CodeUnsupported, "a thread cannot be the default channel")
+			}
+			if c.Automation {
+				return core.Errorf(core.CodeUnsupported, "an automation channel cannot be the default channel")
+			}
+			if err := tx.SetDefault(c.ChatID); err != nil {
+				return err
+			}
+			c.IsDefault = true
+		}
+		if err := tx.PutChannel(c); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	}, ev)
+}
+
+// DeleteChannel removes a channel with its threads and all their history.
+func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string) error {
+	var gone []core.Channel
+	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.reply()}
+	err := g.commit(ctx, func(tx *store.Tx) error {
+		c, err := tx.Channel(chatID)
+		if err != nil {
+			return notFound(err, "unknown chat_id "+quote(chatID))
+		}
+		if c.IsDefault || c.Kind == core.KindDefault {
+			return core.Errorf(core.CodeUnsupported, "the default channel cannot be deleted")
+		}
+		gone, err = tx.DeleteChannel(chatID)
+		return err
+	}, ev)
+	if err != nil {
+		return err
+	}
+	// Turns of deleted lanes stop; their final writes find no message and
+	// are dropped.
+	g.mu.Lock()
+	for _, c := range gone {
+		for key, l := range g.lanes {
+			if key.ChatID == c.ChatID || key.ThreadID == c.ChatID {
+				l.pending = nil
+				l.todos = nil
+				if l.running != nil {
+					l.running.cancel()
+				}
+			}
+		}
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+func channelName(n string) (string, error) {
+	n = strings.TrimSpace(n)
+	if n == "" {
+		return "", core.Errorf(core.CodeUnsupported, "name is empty")
+	}
+	if !utf8.ValidString(n) {
+		return "", core.Errorf(core.CodeUnsupported, "name is not valid UTF-8")
+	}
+	if utf8.RuneCountInString(n) > MaxChannelName {
+		return "", core.Errorf(core.CodeUnsupported, "name is longer than %d characters", MaxChannelName)
+	}
+	if strings.IndexFunc(n, unicode.IsControl) >= 0 {
+		return "", core.Errorf(core.CodeUnsupported, "name contains control characters")
+	}
+	return n, nil
+}
+
+func isColor(s string) bool {
+	if len(s) != 7 || s[0] != '#' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkIcon accepts a base64 PNG or JPEG of at most MaxIconBytes, judging
+// the size from the encoded length before decoding anything.
+func checkIcon(s string) error {
+	if base64.StdEncoding.DecodedLen(len(s)) > MaxIconBytes+2 {
+		return core.Errorf(core.CodeMediaTooLarge, "icon is larger than %d KiB", MaxIconBytes>>10)
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return core.Errorf(core.CodeUnsupported, "icon is not valid base64: %v", err)
+	}
+	if len(b) > MaxIconBytes {
+		return core.Errorf(core.CodeMediaTooLarge, "icon is larger than %d KiB", MaxIconBytes>>10)
+	}
+	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) && !bytes.HasPrefix(b, []byte{0xff, 0xd8, 0xff}) {
+		return core.Errorf(core.CodeUnsupported, "icon must be a PNG or JPEG image")
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Caller is the connection and request a command comes from.
+type Caller struct {
+	Conn  *hub.Conn
+	ReqID int64
+}
+
+func (c Caller) reply() *core.ReplyAddr {
+	if c.Conn == nil || c.ReqID == 0 {
+		return nil
+	}
+	return &core.ReplyAddr{ConnID: c.Conn.ID, ReqID: c.ReqID}
+}
+
+func (c Caller) deviceID() string {
+	if c.Conn == nil {
+		return ""
+	}
+	return c.Conn.DeviceID
+}
+
+// MaxTextBytes bounds a message's text.
+const MaxTextBytes = 64 << 10
+
+// SendRequest is a message a person sends.
+type SendRequest struct {
+	Lane       core.Lane
+	Text       string
+	ReplyTo    string
+	MediaRefs  []string
+	AutoThread bool
+}
+
+// Send stores a person's message, echoes it to every device (with the
+// request id to the sender) and queues an agent turn for it.
+func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
+	ch, err := g.resolveLane(ctx, &req.Lane)
+	if err != nil {
+		return err
+	}
+	if ch.Automation {
+		return core.Errorf(core.CodeUnsupported, "%q is an automation channel: it only receives gateway output", ch.Name)
+	}
+	if len(req.Text) > MaxTextBytes {
+		return core.Errorf(core.CodeUnsupported, "text is %d bytes, the limit is %d", len(req.Text), MaxTextBytes)
+	}
+	if !utf8.ValidString(req.Text) {
+		return core.Errorf(core.CodeUnsupported, "text is not valid UTF-8")
+	}
+	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
+		return core.Errorf(core.CodeUnsupported, "empty message: send text or media_refs")
+	}
+	if len(req.MediaRefs) > 0 {
+		return core.Errorf(core.CodeNotFound, "unknown media_ref %q: this gateway has no uploads yet", req.MediaRefs[0])
+	}
+	g.mu.Lock()
+	down := g.down
+	g.mu.Unlock()
+	if down {
+		return errShuttingDown
+	}
+	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
+		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
+		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(th) },
+			&core.Event{Type: core.EvChannelCreated, Channel: &th}); err != nil {
+			return err
+		}
+		req.Lane.ThreadID = th.ChatID
+	}
+	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+		&core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
+		return err
+	}
+	return g.enqueue(pendingTurn{msg: m, origin: from.Conn})
+}
+
+// resolveLane fills in the default channel when the chat id is absent and
+// checks that the lane exists. It returns the lane's channel.
+func (g *Gateway) resolveLane(ctx context.Context, l *core.Lane) (core.Channel, error) {
+	if l.ChatID == "" {
+		chs, err := g.st.Channels(ctx)
+		if err != nil {
+			return core.Channel{}, err
+		}
+		for _, c := range chs {
+			if c.IsDefault {
+				l.ChatID = c.ChatID
+			}
+		}
+	}
+	ch, err := g.st.Channel(ctx, l.ChatID)
+	if err != nil {
+		return ch, notFound(err, "unknown chat_id "+quote(l.ChatID))
+	}
+	if ch.Kind == core.KindThread {
+		return ch, core.Errorf(core.CodeNotFound, "chat_id %q is a thread: use its parent as chat_id and it as thread_id", l.ChatID)
+	}
+	if l.ThreadID != "" {
+		th, err := g.st.Channel(ctx, l.ThreadID)
+		if err != nil || th.Kind != core.KindThread || th.ParentChatID != l.ChatID {
+			return ch, core.Errorf(core.CodeNotFound, "unknown thread_id %q in chat %q", l.ThreadID, l.ChatID)
+		}
+	}
+	return ch, nil
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return `"` + s + `"`
+}
+
+// threadTitle derives an instant title for an auto-thread from its first
+// message: the first line, cut at a word near 48 characters.
+func threadTitle(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	r := []rune(line)
+	if len(r) <= 48 {
+		return line
+	}
+	cut := string(r[:48])
+	if i := strings.LastIndexByte(cut, ' '); i > 24 {
+		cut = cut[:i]
+	}
+	return cut + "…"
+}
+
+// Stop ends the lane's running turn; the answer is the turn's agent.idle.
+// With nothing running the answer is an agent.idle at once.
+func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
+	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	l := g.lanes[lk]
+	var t *turn
+	if l != nil {
+		t = l.running
+	}
+	g.mu.Unlock()
+	if t == nil {
+		if r := from.reply(); r != nil {
+			g.replyIdle(*r, lk)
+		}
+		return nil
+	}
+	if r := from.reply(); r != nil {
+		t.mu.Lock()
+		t.stopReqs = append(t.stopReqs, *r)
+		t.mu.Unlock()
+	}
+	t.cancel()
+	return nil
+}
+
+func (g *Gateway) replyIdle(r core.ReplyAddr, lk core.Lane) {
+	if c := g.hub.ByID(r.ConnID); c != nil {
+		c.SendEvent(&core.Event{Type: core.EvAgentIdle, Lane: lk, TS: time.Now().UnixMilli()}, r.ReqID)
+	}
+}
+
+// Steer hands text to the lane's running turn, which takes it before its
+// next model call. The text is kept in history as the person's message and
+// echoed like one. With no turn running it is simply sent.
+func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return core.Errorf(core.CodeUnsupported, "empty steer text")
+	}
+	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	var t *turn
+	if l := g.lanes[lk]; l != nil {
+		t = l.running
+	}
+	g.mu.Unlock()
+	if t == nil {
+		return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
+	}
+	select {
+	case t.steer <- text:
+	default:
+		return core.Errorf(core.CodeRateLimited, "the running turn has not yet taken the earlier steering messages")
+	}
+	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	return g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()})
+}
+
+// DeleteMessages removes messages of a lane from history and outbox and
+// tells every device. Ids already gone are announced all the same.
+func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane, ids []string) error {
+	if len(ids) == 0 {
+		return core.Errorf(core.CodeUnsupported, "message_ids is empty")
+	}
+	if len(ids) > 1000 {
+		return core.Errorf(core.CodeUnsupported, "at most 1000 message_ids at once")
+	}
+	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	return g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
+		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()})
+}
+
+// ReadReceipt records that a person saw a message on one device and tells
+// the others.
+func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, messageID string) error {
+	if messageID == "" {
+		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
+	}
+	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	dev := from.deviceID()
+	now := time.Now().UnixMilli()
+	return g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev})
+}
+
+// History limits.
+const (
+	DefaultHistory = 50
+	MaxHistory     = 200
+)
+
+// History returns a page of a lane's messages, oldest first.
+func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limit int) ([]core.Message, bool, error) {
+	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case limit <= 0:
+		limit = DefaultHistory
+	case limit > MaxHistory:
+		limit = MaxHistory
+	}
+	ms, more, err := g.st.History(ctx, lk, before, limit)
+	return ms, more, notFound(err, "unknown before_message_id "+quote(before))
+}
+
+// RegisterPush stores a device's push addresses.
+func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyTopic string) error {
+	return g.st.SetPushRegistration(ctx, from.deviceID(), fcmToken, ntfyTopic)
+}

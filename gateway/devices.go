@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Device is who says hello.
+type Device struct {
+	ID        string
+	Name      string
+	FCMToken  string
+	NtfyTopic string
+}
+
+// Welcome is what a device learns when it connects.
+type Welcome struct {
+	Channels         []core.Channel
+	SyncCursor       int64
+	LastPushedCursor int64
+}
+
+// Connect registers an authenticated device's connection. A connection the
+// device already had is closed with hub.ErrReplaced. The caller queues its
+// hello reply with SendFirst and then calls Greet.
+func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.Conn, Welcome, error) {
+	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic}); err != nil {
+		return nil, Welcome{}, err
+	}
+	c, old, err := g.hub.Add(ctx, d.ID, codec)
+	if err != nil {
+		return nil, Welcome{}, err
+	}
+	if old != nil {
+		old.Close(hub.ErrReplaced)
+	}
+	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
+	// The head is read after registration: every frame above it reaches
+	// this connection live, every frame at or below it can be synced.
+	var w Welcome
+	if w.SyncCursor, err = g.st.OutboxHead(ctx); err == nil {
+		if w.Channels, err = g.st.Channels(ctx); err == nil {
+			var sd store.Device
+			sd, err = g.st.Device(ctx, d.ID)
+			w.LastPushedCursor = sd.LastPushedCursor
+		}
+	}
+	if err != nil {
+		g.Disconnect(c)
+		return nil, Welcome{}, err
+	}
+	return c, w, nil
+}
+
+// Disconnect unregisters a connection.
+func (g *Gateway) Disconnect(c *hub.Conn) {
+	g.hub.Remove(c)
+	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
+}
+
+// Greet queues what a device gets right after its hello reply: the
+// gateway's status, the streams running now and each lane's todo list.
+func (g *Gateway) Greet(c *hub.Conn) {
+	now := time.Now().UnixMilli()
+	c.SendEvent(&core.Event{Type: core.EvStatus, State: "online", TS: now}, 0)
+	g.mu.Lock()
+	var evs []*core.Event
+	for key, l := range g.lanes {
+		if t := l.running; t != nil {
+			if id, text := t.snapshot(); id != "" {
+				evs = append(evs,
+					&core.Event{Type: core.EvMessageStart, Lane: key, StreamID: id, Role: core.RoleAssistant, TS: now},
+					&core.Event{Type: core.EvMessageUpdate, Lane: key, StreamID: id, Text: text, TS: now})
+			}
+		}
+		if len(l.todos) > 0 {
+			evs = append(evs, &core.Event{Type: core.EvTodo, Lane: key, Todos: l.todos, TS: now})
+		}
+	}
+	g.mu.Unlock()
+	for _, ev := range evs {
+		c.SendEvent(ev, 0)
+	}
+}
+
+// Sync replays to c, in cursor order, each outbox frame after cursor that
+// the device is not proven to have, through send. It returns the head it
+// replayed up to and whether frames after cursor were already pruned.
+func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func(*core.Event) error) (head int64, truncated bool, err error) {
+	if head, err = g.st.OutboxHead(ctx); err != nil {
+		return 0, false, err
+	}
+	floor, err := g.st.OutboxFloor(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if cursor < 0 {
+		cursor = 0
+	}
+	truncated = cursor < floor
+	err = g.st.ScanOutbox(ctx, cursor, head, func(r store.OutboxRow) error {
+		if c.Proven(r.Cursor) {
+			return nil
+		}
+		ev := new(core.Event)
+		if err := json.Unmarshal(r.Body, ev); err != nil {
+			g.log.Error("sync: unreadable outbox frame skipped", "cursor", r.Cursor, "err", err)
+			return nil
+		}
+		if ev.NotTo == c.DeviceID {
+			return nil
+		}
+		ev.Cursor = r.Cursor
+		return send(ev)
+	})
+	return head, truncated, err
+}

@@ -1,0 +1,325 @@
+// Package gateway is the core of irisgate: the commands devices send, the
+// agent turns they start, and the one path every change takes — committed
+// to the store, then published to the hub.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Config holds the core's settings; server and CLI fill it.
+type Config struct {
+	Agent agent.Agent
+	// ShowReasoning includes the agent's reasoning in replies.
+	ShowReasoning bool
+	// OutboxKeep and OutboxMaxAge bound the outbox: frames beyond both are
+	// pruned, and a sync from before them is reported truncated.
+	OutboxKeep   int64
+	OutboxMaxAge time.Duration
+	// ProgressEvery is how often a streaming reply's text is saved, bounding
+	// what a crash can lose of it.
+	ProgressEvery time.Duration
+	Metrics       *Metrics
+}
+
+// Gateway is the core service. Dialects call its methods; it never writes
+// to a socket itself.
+type Gateway struct {
+	cfg Config
+	st  *store.Store
+	hub *hub.Hub
+	log *slog.Logger
+
+	writes  chan *write
+	stopped chan struct{}   // closed when the committer has ended
+	ctx     context.Context // ends at shutdown; turns run under it
+	cancel  context.CancelFunc
+
+	mu    sync.Mutex
+	lanes map[core.Lane]*lane
+	turns sync.WaitGroup
+	down  bool
+}
+
+// New makes a gateway. Call Run to start it.
+func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
+	if cfg.Agent == nil {
+		cfg.Agent = &agent.Echo{}
+	}
+	if cfg.OutboxKeep == 0 {
+		cfg.OutboxKeep = 200_000
+	}
+	if cfg.OutboxMaxAge == 0 {
+		cfg.OutboxMaxAge = 30 * 24 * time.Hour
+	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Gateway{
+		cfg: cfg, st: st, hub: h, log: log,
+		writes:  make(chan *write, 1024),
+		stopped: make(chan struct{}),
+		ctx:     ctx, cancel: cancel,
+		lanes: make(map[core.Lane]*lane),
+	}
+}
+
+// Hub returns the gateway's hub.
+func (g *Gateway) Hub() *hub.Hub { return g.hub }
+
+// Store returns the gateway's store.
+func (g *Gateway) Store() *store.Store { return g.st }
+
+// Agent returns the agent backend in use.
+func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }
+
+// Run commits writes until ctx ends. It first finishes replies a crash left
+// streaming, so no device waits forever for their end.
+func (g *Gateway) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	committed := make(chan error, 1)
+	go func() { committed <- g.commitLoop(done) }()
+	if err := g.recover(ctx); err != nil {
+		return err
+	}
+	go g.pruneLoop(ctx)
+	select {
+	case <-ctx.Done():
+	case err := <-committed:
+		return err
+	}
+	return nil
+}
+
+// Shutdown ends running turns (their text so far is kept as stopped
+// replies) and tells devices the gateway is restarting. Run must still be
+// running so the turns' last writes commit.
+func (g *Gateway) Shutdown(ctx context.Context) {
+	g.mu.Lock()
+	g.down = true
+	g.mu.Unlock()
+	g.cancel()
+	waited := make(chan struct{})
+	go func() { g.turns.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		g.log.Warn("shutdown: turns did not end in time")
+	}
+	g.hub.Publish(&core.Event{Type: core.EvStatus, State: "restarting"})
+}
+
+// write is one unit of the group commit: store changes and the event they
+// produce, applied in one savepoint and published once committed.
+type write struct {
+	apply func(*store.Tx) error
+	ev    *core.Event
+	done  chan error // nil: nobody waits
+}
+
+// commit applies fn and, when ev is durable, appends ev to the outbox, in
+// one transaction shared with whatever else is committing; once it is
+// durable ev is published. It returns when that has happened.
+func (g *Gateway) commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Event) error {
+	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
+	select {
+	case g.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stopped:
+		return errStopped
+	}
+	// Once queued the write will happen; wait for it even if ctx ends so
+	// the caller never mistakes a committed change for a failed one.
+	select {
+	case err := <-w.done:
+		return err
+	case <-g.stopped:
+		select {
+		case err := <-w.done:
+			return err
+		default:
+			return errStopped
+		}
+	}
+}
+
+var errStopped = errors.New("gateway: stopped")
+
+// commitLater queues a write without waiting for it.
+func (g *Gateway) commitLater(fn func(*store.Tx) error) {
+	select {
+	case g.writes <- &write{apply: fn}:
+	default: // the committer is behind; progress saves are best effort
+	}
+}
+
+const maxBatch = 512
+
+func (g *Gateway) commitLoop(done <-chan struct{}) error {
+	defer close(g.stopped)
+	batch := make([]*write, 0, maxBatch)
+	errs := make([]error, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case w := <-g.writes:
+			batch = append(batch, w)
+		case <-done:
+			return nil
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case w := <-g.writes:
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		errs = errs[:0]
+		err := g.st.Write(context.Background(), func(tx *store.Tx) error {
+			for _, w := range batch {
+				errs = append(errs, tx.Savepoint(func(tx *store.Tx) error { return g.applyWrite(tx, w) }))
+			}
+			return nil
+		})
+		if err != nil {
+			g.log.Error("outbox commit failed", "err", err, "writes", len(batch))
+		}
+		for i, w := range batch {
+			werr := err
+			if werr == nil {
+				werr = errs[i]
+			}
+			if werr == nil && w.ev != nil {
+				g.hub.Publish(w.ev)
+				if w.ev.Cursor > 0 {
+					g.cfg.Metrics.OutboxHead.Set(float64(w.ev.Cursor))
+				}
+			}
+			if w.done != nil {
+				w.done <- werr
+			}
+		}
+	}
+}
+
+func (g *Gateway) applyWrite(tx *store.Tx, w *write) error {
+	if w.apply != nil {
+		if err := w.apply(tx); err != nil {
+			return err
+		}
+	}
+	ev := w.ev
+	if ev == nil || !ev.Type.Durable() {
+		return nil
+	}
+	if ev.TS == 0 {
+		ev.TS = time.Now().UnixMilli()
+	}
+	row, err := outboxRow(ev)
+	if err != nil {
+		return err
+	}
+	ev.Cursor, err = tx.AppendOutbox(row)
+	return err
+}
+
+// outboxRow serialises an event for the outbox. The body is the event's Go
+// form: the outbox belongs to the core, not to any dialect.
+func outboxRow(ev *core.Event) (store.OutboxRow, error) {
+	reply := ev.ReplyTo
+	ev.ReplyTo = nil // a replay answers no request
+	body, err := json.Marshal(ev)
+	ev.ReplyTo = reply
+	if err != nil {
+		return store.OutboxRow{}, err
+	}
+	r := store.OutboxRow{Type: string(ev.Type), ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Body: body, TS: ev.TS}
+	switch {
+	case ev.Message != nil:
+		r.MessageID = ev.Message.ID
+	case ev.Channel != nil:
+		l := ev.Channel.Lane()
+		r.ChatID, r.ThreadID = l.ChatID, l.ThreadID
+	case ev.Type == core.EvCommentary:
+		r.MessageID = ev.StreamID
+	case ev.Type == core.EvReadReceipt && len(ev.MessageIDs) == 1:
+		r.MessageID = ev.MessageIDs[0]
+	}
+	return r, nil
+}
+
+// publish sends an ephemeral event to the devices now.
+func (g *Gateway) publish(ev *core.Event) {
+	if ev.TS == 0 {
+		ev.TS = time.Now().UnixMilli()
+	}
+	g.hub.Publish(ev)
+}
+
+func (g *Gateway) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		n, err := g.st.PruneOutbox(ctx, g.cfg.OutboxKeep, time.Now().Add(-g.cfg.OutboxMaxAge).UnixMilli())
+		if err != nil && ctx.Err() == nil {
+			g.log.Warn("outbox prune", "err", err)
+		} else if n > 0 {
+			g.log.Info("outbox pruned", "frames", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// recover finishes replies that a crash left streaming: their saved text
+// becomes a stopped reply, announced with message.stop and agent.idle.
+func (g *Gateway) recover(ctx context.Context) error {
+	ms, err := g.st.Streaming(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		m.Stopped = true
+		m := m
+		ev := &core.Event{Type: core.EvMessageStop, Lane: m.Lane, Message: &m}
+		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
+			return err
+		}
+		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: m.Lane}); err != nil {
+			return err
+		}
+		g.log.Info("finished a reply interrupted by a crash", "message", m.ID, "lane", m.Lane.String())
+	}
+	return nil
+}
+
+// errShuttingDown refuses new turns during shutdown.
+var errShuttingDown = core.Errorf(core.CodeUnsupported, "the gateway is shutting down")
+
+func notFound(err error, what string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Errorf(core.CodeNotFound, "%s", what)
+	}
+	return err
+}

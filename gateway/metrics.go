@@ -1,0 +1,29 @@
+package gateway
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the gateway's Prometheus series.
+type Metrics struct {
+	Connections prometheus.Gauge
+	FramesIn    *prometheus.CounterVec
+	FramesOut   *prometheus.CounterVec
+	OutboxHead  prometheus.Gauge
+	TurnLatency prometheus.Histogram
+	Turns       *prometheus.CounterVec
+}
+
+// NewMetrics makes the series and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "irisgate_connections", Help: "Live device connections."}),
+		FramesIn:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_frames_in_total", Help: "Frames received, by dialect and type."}, []string{"dialect", "type"}),
+		FramesOut:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_frames_out_total", Help: "Frames written to sockets, by dialect."}, []string{"dialect"}),
+		OutboxHead:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "irisgate_outbox_head", Help: "Newest outbox cursor."}),
+		TurnLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "irisgate_turn_seconds", Help: "Wall-clock duration of agent turns.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
+		Turns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_turns_total", Help: "Agent turns, by outcome."}, []string{"outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns)
+	}
+	return m
+}

@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// lane is the runtime state of one conversation: the turns waiting to run,
+// the running one, and the todo list.
+type lane struct {
+	key     core.Lane
+	pending []pendingTurn
+	running *turn
+	active  bool // a goroutine is running the lane's turns
+	todos   []core.Todo
+}
+
+type pendingTurn struct {
+	msg    core.Message
+	origin *hub.Conn // gets the read receipt; nil for turns no device asked for
+}
+
+// turn is a running turn. Its stream fields are read by Greet for devices
+// that join mid-turn.
+type turn struct {
+	cancel context.CancelFunc
+	steer  chan string
+
+	mu       sync.Mutex
+	stopReqs []core.ReplyAddr
+	streamID string
+	text     string
+}
+
+func (t *turn) snapshot() (id, text string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.streamID, t.text
+}
+
+// enqueue adds a turn to its lane and starts the lane if it was idle.
+func (g *Gateway) enqueue(pt pendingTurn) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down {
+		return errShuttingDown
+	}
+	l := g.lanes[pt.msg.Lane]
+	if l == nil {
+		l = &lane{key: pt.msg.Lane}
+		g.lanes[pt.msg.Lane] = l
+	}
+	l.pending = append(l.pending, pt)
+	if !l.active {
+		l.active = true
+		g.turns.Add(1)
+		go g.runLane(l)
+	}
+	return nil
+}
+
+func (g *Gateway) runLane(l *lane) {
+	defer g.turns.Done()
+	for {
+		g.mu.Lock()
+		if len(l.pending) == 0 || g.down {
+			l.active = false
+			l.pending = nil
+			if len(l.todos) == 0 {
+				delete(g.lanes, l.key)
+			}
+			g.mu.Unlock()
+			return
+		}
+		pt := l.pending[0]
+		l.pending = l.pending[1:]
+		ctx, cancel := context.WithCancel(g.ctx)
+		t := &turn{cancel: cancel, steer: make(chan string, 8)}
+		l.running = t
+		g.mu.Unlock()
+
+		g.runTurn(ctx, l, t, pt)
+		cancel()
+
+		g.mu.Lock()
+		l.running = nil
+		g.mu.Unlock()
+	}
+}
+
+// runTurn runs one agent turn and turns what the agent reports into
+// events. Everything a device must not miss is committed before it is
+// published; the stream itself (start, updates, tools) is ephemeral.
+func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn) {
+	start := time.Now()
+	lk := l.key
+	// Final writes use their own context: a stopped turn must still record
+	// its partial reply.
+	fin := context.Background()
+
+	if pt.origin != nil {
+		pt.origin.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{pt.msg.ID}, TS: start.UnixMilli()}, 0)
+	}
+	if err := g.commit(fin, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
+		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
+		return
+	}
+	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: true})
+
+	var (
+		reasoning  strings.Builder
+		model      string
+		tokens     int
+		contextPct *int
+		cost       *float64
+		started    bool
+		startErr   error
+		lastSave   = start
+	)
+	emit := func(e agent.Event) {
+		switch e.Kind {
+		case agent.Text:
+			if !started {
+				started = true
+				id := core.NewID("m_")
+				m := core.Message{ID: id, Lane: lk, Role: core.RoleAssistant, TS: time.Now().UnixMilli()}
+				t.mu.Lock()
+				t.streamID = id
+				t.mu.Unlock()
+				startErr = g.commit(fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+					&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: id, Role: core.RoleAssistant})
+			}
+			t.mu.Lock()
+			t.text += e.Text
+			id, text := t.streamID, t.text
+			t.mu.Unlock()
+			g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: text})
+			if time.Since(lastSave) >= g.cfg.ProgressEvery {
+				lastSave = time.Now()
+				r := reasoning.String()
+				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, text, r) })
+			}
+		case agent.Reasoning:
+			reasoning.WriteString(e.Text)
+		case agent.Commentary:
+			g.commit(fin, nil, &core.Event{Type: core.EvCommentary, Lane: lk, StreamID: core.NewID("m_"), Text: e.Text})
+		case agent.ToolStart, agent.ToolProgress:
+			typ := core.EvToolStart
+			if e.Kind == agent.ToolProgress {
+				typ = core.EvToolProgress
+			}
+			g.publish(&core.Event{Type: typ, Lane: lk, Tool: e.Tool})
+		case agent.ToolEnd:
+			g.commit(fin, nil, &core.Event{Type: core.EvToolEnd, Lane: lk, Tool: e.Tool})
+		case agent.Todos:
+			g.mu.Lock()
+			l.todos = e.Todos
+			g.mu.Unlock()
+			g.publish(&core.Event{Type: core.EvTodo, Lane: lk, Todos: e.Todos})
+		case agent.Usage:
+			if e.Model != "" {
+				model = e.Model
+			}
+			tokens += e.Tokens
+			if e.ContextPct != nil {
+				contextPct = e.ContextPct
+			}
+			if e.Cost != nil {
+				cost = e.Cost
+			}
+		}
+	}
+
+	err := g.cfg.Agent.Run(ctx, agent.Turn{Lane: lk, Input: pt.msg.Text, Media: pt.msg.Media, Steer: t.steer}, emit)
+	stopped := ctx.Err() != nil
+	outcome := "ok"
+	switch {
+	case stopped:
+		outcome = "stopped"
+	case err != nil:
+		outcome = "error"
+	}
+	g.cfg.Metrics.Turns.WithLabelValues(outcome).Inc()
+	latency := time.Since(start).Seconds()
+	g.cfg.Metrics.TurnLatency.Observe(latency)
+
+	if started && startErr == nil {
+		id, text := t.snapshot()
+		if model == "" {
+			model = g.cfg.Agent.Name()
+		}
+		m := core.Message{
+			ID: id, Lane: lk, Role: core.RoleAssistant, Text: text, Model: model, Tokens: tokens,
+			TS: start.UnixMilli(), Stopped: stopped || err != nil,
+			Runtime: &core.Runtime{Model: bareModel(model), ContextPct: contextPct, Latency: &latency, Cost: cost},
+		}
+		if g.cfg.ShowReasoning {
+			m.Reasoning = reasoning.String()
+		}
+		ferr := g.commit(fin, func(tx *store.Tx) error { return tx.FinishMessage(m) },
+			&core.Event{Type: core.EvMessageStop, Lane: lk, Message: &m})
+		if ferr != nil && !errors.Is(ferr, store.ErrNotFound) { // not found: deleted while streaming
+			g.log.Error("turn: saving the reply", "lane", lk.String(), "err", ferr)
+		}
+	}
+	if err != nil && !stopped {
+		g.log.Warn("turn failed", "lane", lk.String(), "err", err)
+		g.systemMessage(fin, lk, "The agent failed: "+err.Error())
+	}
+	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: false})
+
+	t.mu.Lock()
+	reqs := t.stopReqs
+	t.mu.Unlock()
+	idle := &core.Event{Type: core.EvAgentIdle, Lane: lk}
+	if len(reqs) > 0 {
+		idle.ReplyTo = &reqs[0]
+	}
+	if err := g.commit(fin, nil, idle); err != nil {
+		g.log.Error("turn: agent.idle", "lane", lk.String(), "err", err)
+	}
+	for _, r := range reqs[min(1, len(reqs)):] {
+		g.replyIdle(r, lk)
+	}
+}
+
+// systemMessage posts a message from the gateway itself into a lane. It is
+// outboxed (devices that were away learn of it) but kept out of history,
+// which holds the conversation.
+func (g *Gateway) systemMessage(ctx context.Context, lk core.Lane, text string) {
+	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
+	if err := g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
+		g.log.Error("system message", "lane", lk.String(), "err", err)
+	}
+}
+
+// bareModel drops a vendor prefix: "openai/gpt-5" → "gpt-5".
+func bareModel(m string) string {
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		return m[i+1:]
+	}
+	return m
+}

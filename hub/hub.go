@@ -1,0 +1,292 @@
+// Package hub indexes the live connections and fans events out to them.
+// Each connection has a bounded queue drained by its own writer; the hub
+// never blocks on a slow device.
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Codec turns events into the frames of one dialect.
+type Codec interface {
+	// Frames returns the frames this connection gets for ev (none when the
+	// event is not for it). reqID is the request id when ev answers a
+	// request of this connection, else 0.
+	Frames(ev *core.Event, reqID int64) []Out
+}
+
+// Limits of a connection's queue.
+type Limits struct {
+	MaxItems int
+	MaxBytes int
+}
+
+// DefaultLimits hold a long stream for a device on a slow link while
+// bounding memory at a few MiB per device.
+var DefaultLimits = Limits{MaxItems: 4096, MaxBytes: 8 << 20}
+
+// Conn is one live connection of a device.
+type Conn struct {
+	ID       uint64
+	DeviceID string
+	codec    Codec
+	q        *queue
+	dev      *device
+
+	mu      sync.Mutex
+	written []int64 // cursors written since the last read
+}
+
+// Take waits for queued frames; the connection's writer calls it.
+func (c *Conn) Take(ctx context.Context, buf []Out) ([]Out, error) { return c.q.take(ctx, buf) }
+
+// Written records that a frame went out on the socket.
+func (c *Conn) Written(cursor int64) {
+	if cursor == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.written = append(c.written, cursor)
+	c.mu.Unlock()
+}
+
+// Read records that a frame came in: every frame written before it has
+// reached the device (TCP order), so those cursors are proven.
+func (c *Conn) Read() {
+	c.mu.Lock()
+	w := c.written
+	c.written = nil
+	c.mu.Unlock()
+	if len(w) > 0 {
+		c.dev.prove(w)
+	}
+}
+
+// Send queues a frame for this connection alone; false means the queue
+// overflowed and the connection is being closed.
+func (c *Conn) Send(o Out) bool { return c.q.push(o) }
+
+// SendWait queues a frame, waiting for room (for replays and pulls).
+func (c *Conn) SendWait(ctx context.Context, o Out) error { return c.q.pushWait(ctx, o) }
+
+// Close stops the connection's queue; its writer ends after the frames
+// already queued.
+func (c *Conn) Close(err error) { c.q.close(err) }
+
+// Err is why the connection's queue closed, nil while it is open.
+func (c *Conn) Err() error { return c.q.err() }
+
+// Proven reports whether the device is known to have the frame at cursor.
+func (c *Conn) Proven(cursor int64) bool { return c.dev.has(cursor) }
+
+// device is what connections of one device share: its proven set.
+type device struct {
+	mu     sync.Mutex
+	proven Intervals
+	dirty  bool
+	conns  int
+}
+
+func (d *device) prove(cursors []int64) {
+	d.mu.Lock()
+	for _, c := range cursors {
+		d.proven.Add(c, c)
+	}
+	d.dirty = true
+	d.mu.Unlock()
+}
+
+func (d *device) has(cursor int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.proven.Has(cursor)
+}
+
+// Hub is the set of live connections.
+type Hub struct {
+	st     *store.Store
+	log    *slog.Logger
+	limits Limits
+	nextID atomic.Uint64
+
+	mu      sync.RWMutex
+	conns   map[uint64]*Conn
+	byDev   map[string]*Conn
+	devices map[string]*device
+}
+
+// New makes a hub that keeps device state in st.
+func New(st *store.Store, log *slog.Logger, limits Limits) *Hub {
+	return &Hub{
+		st: st, log: log, limits: limits,
+		conns:   make(map[uint64]*Conn),
+		byDev:   make(map[string]*Conn),
+		devices: make(map[string]*device),
+	}
+}
+
+// Add registers a connection of deviceID. A connection the device already
+// had is returned so the caller can close it: the newer one wins.
+func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec) (*Conn, *Conn, error) {
+	h.mu.Lock()
+	d := h.devices[deviceID]
+	h.mu.Unlock()
+	if d == nil {
+		sd, err := h.st.Device(ctx, deviceID)
+		if err != nil {
+			return nil, nil, err
+		}
+		d = &device{proven: ParseIntervals(sd.Proven)}
+	}
+	c := &Conn{ID: h.nextID.Add(1), DeviceID: deviceID, codec: codec, q: newQueue(h.limits.MaxItems, h.limits.MaxBytes)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur := h.devices[deviceID]; cur != nil {
+		d = cur // loaded meanwhile by a racing hello of the same device
+	} else {
+		h.devices[deviceID] = d
+	}
+	c.dev = d
+	d.conns++
+	old := h.byDev[deviceID]
+	h.conns[c.ID] = c
+	h.byDev[deviceID] = c
+	return c, old, nil
+}
+
+// Remove unregisters a connection and saves its device's proofs.
+func (h *Hub) Remove(c *Conn) {
+	c.Read() // a clean close is a read too: the peer answered the close
+	h.mu.Lock()
+	delete(h.conns, c.ID)
+	if h.byDev[c.DeviceID] == c {
+		delete(h.byDev, c.DeviceID)
+	}
+	c.dev.conns--
+	last := c.dev.conns == 0
+	if last {
+		delete(h.devices, c.DeviceID)
+	}
+	h.mu.Unlock()
+	h.saveDevice(c.DeviceID, c.dev)
+}
+
+// Online reports whether a device has a live connection.
+func (h *Hub) Online(deviceID string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.byDev[deviceID] != nil
+}
+
+// Count is the number of live connections.
+func (h *Hub) Count() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.conns)
+}
+
+// Publish hands ev to every connection. It never blocks: a connection
+// whose queue is full is closed.
+func (h *Hub) Publish(ev *core.Event) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, c := range h.conns {
+		if ev.NotTo != "" && ev.NotTo == c.DeviceID {
+			continue
+		}
+		var reqID int64
+		if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
+			reqID = ev.ReplyTo.ReqID
+		}
+		for _, o := range c.codec.Frames(ev, reqID) {
+			o.Cursor = ev.Cursor
+			if !c.q.push(o) {
+				break
+			}
+		}
+	}
+}
+
+// Each calls fn for every live connection.
+func (h *Hub) Each(fn func(*Conn)) {
+	h.mu.RLock()
+	cs := make([]*Conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		cs = append(cs, c)
+	}
+	h.mu.RUnlock()
+	for _, c := range cs {
+		fn(c)
+	}
+}
+
+// Run saves dirty proof sets every interval until ctx ends, then once more.
+func (h *Hub) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.saveAll()
+			return
+		case <-t.C:
+			h.saveAll()
+		}
+	}
+}
+
+func (h *Hub) saveAll() {
+	h.mu.RLock()
+	devs := make(map[string]*device, len(h.devices))
+	for id, d := range h.devices {
+		devs[id] = d
+	}
+	h.mu.RUnlock()
+	for id, d := range devs {
+		h.saveDevice(id, d)
+	}
+}
+
+func (h *Hub) saveDevice(id string, d *device) {
+	d.mu.Lock()
+	if !d.dirty {
+		d.mu.Unlock()
+		return
+	}
+	v := d.proven.String()
+	d.dirty = false
+	d.mu.Unlock()
+	if err := h.st.SetProven(context.Background(), id, v); err != nil {
+		h.log.Warn("saving proven cursors", "device", id, "err", err)
+	}
+}
+
+// SendEvent queues an event for this connection alone, as an answer to
+// request reqID (0: none).
+func (c *Conn) SendEvent(ev *core.Event, reqID int64) bool {
+	for _, o := range c.codec.Frames(ev, reqID) {
+		o.Cursor = ev.Cursor
+		if !c.q.push(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// SendFirst puts a frame before everything queued; the hello reply uses it
+// because events may be queued between registration and the reply.
+func (c *Conn) SendFirst(o Out) bool { return c.q.pushFront(o) }
+
+// ByID returns a live connection, nil when it is gone.
+func (h *Hub) ByID(id uint64) *Conn {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.conns[id]
+}

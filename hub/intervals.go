@@ -1,0 +1,89 @@
+package hub
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Intervals is a set of int64 values kept as sorted, disjoint, non-adjacent
+// closed ranges. A device's proven cursors are mostly one long run, so the
+// set stays a handful of ranges however many frames it holds.
+type Intervals struct {
+	r []span
+}
+
+type span struct{ lo, hi int64 }
+
+// Add puts [lo, hi] into the set.
+func (s *Intervals) Add(lo, hi int64) {
+	if hi < lo {
+		return
+	}
+	// First range that could touch [lo,hi]: the first whose hi >= lo-1.
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= lo-1 })
+	j := i
+	for j < len(s.r) && s.r[j].lo <= hi+1 {
+		lo = min(lo, s.r[j].lo)
+		hi = max(hi, s.r[j].hi)
+		j++
+	}
+	if i == j {
+		s.r = append(s.r, span{})
+		copy(s.r[i+1:], s.r[i:])
+		s.r[i] = span{lo, hi}
+		return
+	}
+	s.r[i] = span{lo, hi}
+	s.r = append(s.r[:i+1], s.r[j:]...)
+}
+
+// Has reports whether v is in the set.
+func (s *Intervals) Has(v int64) bool {
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= v })
+	return i < len(s.r) && s.r[i].lo <= v
+}
+
+// DropBelow removes every value < v (cursors that retention pruned).
+func (s *Intervals) DropBelow(v int64) {
+	i := sort.Search(len(s.r), func(i int) bool { return s.r[i].hi >= v })
+	s.r = s.r[i:]
+	if len(s.r) > 0 && s.r[0].lo < v {
+		s.r[0].lo = v
+	}
+}
+
+// Len is the number of ranges.
+func (s *Intervals) Len() int { return len(s.r) }
+
+// String encodes the set as "lo-hi,lo-hi".
+func (s *Intervals) String() string {
+	var b strings.Builder
+	for i, r := range s.r {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(r.lo, 10))
+		b.WriteByte('-')
+		b.WriteString(strconv.FormatInt(r.hi, 10))
+	}
+	return b.String()
+}
+
+// ParseIntervals decodes String's output; malformed parts are skipped (the
+// worst outcome of a lost proof is a frame replayed twice).
+func ParseIntervals(v string) Intervals {
+	var s Intervals
+	for _, part := range strings.Split(v, ",") {
+		a, b, ok := strings.Cut(part, "-")
+		if !ok {
+			continue
+		}
+		lo, err1 := strconv.ParseInt(a, 10, 64)
+		hi, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 == nil && err2 == nil {
+			s.Add(lo, hi)
+		}
+	}
+	return s
+}

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// AppConfig is everything a running gateway needs.
+type AppConfig struct {
+	DataDir       string
+	Token         string // a fixed token, valid besides the stored ones
+	Agent         agent.Agent
+	ShowReasoning bool
+	OutboxKeep    int64
+	OutboxMaxAge  time.Duration
+	QueueLimits   hub.Limits
+	Server        Config
+	Log           *slog.Logger
+}
+
+// App is a whole gateway: store, hub, core and server, wired together.
+type App struct {
+	cfg   AppConfig
+	Store *store.Store
+	Hub   *hub.Hub
+	GW    *gateway.Gateway
+	Srv   *Server
+	// FirstToken is set when Open minted the first device token because
+	// none existed; it is shown once.
+	FirstToken string
+
+	http   *http.Server
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// DBFile is the database's name inside the data directory.
+const DBFile = "irisgate.db"
+
+// Open opens the data directory (creating it) and starts the gateway's
+// background work; Serve then accepts connections.
+func Open(cfg AppConfig) (*App, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.QueueLimits.MaxItems == 0 {
+		cfg.QueueLimits = hub.DefaultLimits
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile))
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, Store: st}
+	if cfg.Token == "" {
+		toks, err := st.Tokens(context.Background())
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		if len(toks) == 0 {
+			if a.FirstToken, _, err = gateway.CreateToken(context.Background(), st, "first device", ""); err != nil {
+				st.Close()
+				return nil, err
+			}
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := gateway.NewMetrics(reg)
+	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
+	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
+		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
+	})
+	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
+
+	ctx, stop := context.WithCancel(context.Background())
+	a.stop = stop
+	a.wg.Add(3)
+	go func() {
+		defer a.wg.Done()
+		if err := a.GW.Run(ctx); err != nil {
+			cfg.Log.Error("gateway core stopped", "err", err)
+		}
+	}()
+	go func() { defer a.wg.Done(); a.Hub.Run(ctx, 2*time.Second) }()
+	go func() { defer a.wg.Done(); a.Srv.Run(ctx) }()
+	return a, nil
+}
+
+// Serve accepts connections on ln until Close.
+func (a *App) Serve(ln net.Listener) error {
+	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.cfg.Log.Handler(), slog.LevelWarn)}
+	err := a.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close shuts down gracefully: running turns end with their text kept,
+// devices are told the gateway is restarting and their sockets close with
+// 1001, then the store closes. ctx bounds the wait for slow peers.
+func (a *App) Close(ctx context.Context) error {
+	var err error
+	a.closed.Do(func() {
+		a.Srv.Shutdown(ctx)
+		if a.http != nil {
+			a.http.Shutdown(ctx)
+		}
+		a.stop()
+		a.wg.Wait()
+		err = a.Store.Close()
+	})
+	return err
+}

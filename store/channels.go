@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+const channelCols = `chat_id, name, kind, parent, is_default, auto, favorite, icon, color, automation`
+
+type scanner interface{ Scan(...any) error }
+
+func scanChannel(r scanner) (core.Channel, error) {
+	var c core.Channel
+	var def, auto, fav, autom int
+	err := r.Scan(&c.ChatID, &c.Name, &c.Kind, &c.ParentChatID, &def, &auto, &fav, &c.Icon, &c.Color, &autom)
+	c.IsDefault, c.Auto, c.Favorite, c.Automation = def == 1, auto == 1, fav == 1, autom == 1
+	return c, err
+}
+
+// Channels returns the whole directory: favourites first, then by creation.
+func (s *Store) Channels(ctx context.Context) ([]core.Channel, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+channelCols+` FROM channels ORDER BY favorite DESC, created, chat_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []core.Channel
+	for rows.Next() {
+		c, err := scanChannel(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Channel returns one directory entry.
+func (s *Store) Channel(ctx context.Context, chatID string) (core.Channel, error) {
+	return getChannel(s.r.QueryRowContext(ctx, `SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
+}
+
+// Channel reads an entry inside a write transaction.
+func (t *Tx) Channel(chatID string) (core.Channel, error) {
+	return getChannel(t.tx.QueryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
+}
+
+func getChannel(row *sql.Row) (core.Channel, error) {
+	c, err := scanChannel(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	return c, err
+}
+
+// PutChannel inserts or replaces a directory entry.
+func (t *Tx) PutChannel(c core.Channel) error {
+	_, err := t.tx.Exec(`INSERT INTO channels (`+channelCols+`, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT (chat_id) DO UPDATE SET name=excluded.name, kind=excluded.kind, parent=excluded.parent,
+		is_default=excluded.is_default, auto=excluded.auto, favorite=excluded.favorite, icon=excluded.icon,
+		color=excluded.color, automation=excluded.automation`,
+		c.ChatID, c.Name, c.Kind, c.ParentChatID, b2i(c.IsDefault), b2i(c.Auto), b2i(c.Favorite), c.Icon, c.Color, b2i(c.Automation), now())
+	return err
+}
+
+// SetDefault moves the default flag to chatID.
+func (t *Tx) SetDefault(chatID string) error {
+	_, err := t.tx.Exec(`UPDATE channels SET is_default = (chat_id = ?)`, chatID)
+	return err
+}
+
+// DeleteChannel removes a channel (or thread) with its threads, their
+// history, read state and outbox frames. It returns the removed entries.
+func (t *Tx) DeleteChannel(chatID string) ([]core.Channel, error) {
+	rows, err := t.tx.Query(`SELECT `+channelCols+` FROM channels WHERE chat_id = ? OR parent = ?`, chatID, chatID)
+	if err != nil {
+		return nil, err
+	}
+	var gone []core.Channel
+	for rows.Next() {
+		c, err := scanChannel(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		gone = append(gone, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range gone {
+		l := c.Lane()
+		// A channel's frames carry its chat id, a thread's carry its
+		// parent and its own id (see OutboxRow).
+		lane := `chat_id = ?`
+		args := []any{l.ChatID}
+		if c.Kind == core.KindThread {
+			lane = `chat_id = ? AND thread_id = ?`
+			args = append(args, l.ThreadID)
+		}
+		for _, table := range []string{"outbox", "reads", "messages"} {
+			if _, err := t.tx.Exec(`DELETE FROM `+table+` WHERE `+lane, args...); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := t.tx.Exec(`DELETE FROM channels WHERE chat_id = ?`, c.ChatID); err != nil {
+			return nil, err
+		}
+	}
+	return gone, nil
+}

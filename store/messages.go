@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// Message states.
+const (
+	stateFinal     = 0
+	stateStreaming = 1
+	stateStopped   = 2
+)
+
+// InsertMessage adds a message to its lane's history. A message whose
+// streaming flag is set is a reply still being written (see FinishMessage).
+func (t *Tx) InsertMessage(m core.Message, streaming bool) error {
+	state := stateFinal
+	if streaming {
+		state = stateStreaming
+	} else if m.Stopped {
+		state = stateStopped
+	}
+	media, runtime, err := encodeExtras(m)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(`INSERT INTO messages (id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
+	return err
+}
+
+// SaveProgress records the text so far of a streaming reply, so a crash
+// loses at most what was streamed since the last call.
+func (t *Tx) SaveProgress(id, text, reasoning string) error {
+	_, err := t.tx.Exec(`UPDATE messages SET text = ?, reasoning = ? WHERE id = ? AND state = ?`, text, reasoning, id, stateStreaming)
+	return err
+}
+
+// FinishMessage replaces a streaming reply with its final form.
+func (t *Tx) FinishMessage(m core.Message) error {
+	media, runtime, err := encodeExtras(m)
+	if err != nil {
+		return err
+	}
+	state := stateFinal
+	if m.Stopped {
+		state = stateStopped
+	}
+	res, err := t.tx.Exec(`UPDATE messages SET text=?, reasoning=?, media=?, model=?, tokens=?, runtime=?, state=? WHERE id = ?`,
+		m.Text, m.Reasoning, media, m.Model, m.Tokens, runtime, state, m.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound // deleted while it streamed
+	}
+	return nil
+}
+
+// DeleteMessages removes a lane's messages with their read state and outbox frames
+// (but not message.deleted frames, which are how devices learn of it).
+func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	// Only ids of this lane: a device may not delete elsewhere by naming
+	// another lane's ids.
+	in, args := inList(ids)
+	args = append(args, lane.ChatID, lane.ThreadID)
+	const inLane = ` AND chat_id = ? AND thread_id = ?`
+	for _, q := range []string{
+		`DELETE FROM messages WHERE id IN ` + in + inLane,
+		`DELETE FROM reads WHERE message_id IN ` + in + inLane,
+		`DELETE FROM outbox WHERE type != 'message.deleted' AND message_id IN ` + in + inLane,
+	} {
+		if _, err := t.tx.Exec(q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Streaming returns the replies left streaming by a crash.
+func (s *Store) Streaming(ctx context.Context) ([]core.Message, error) {
+	return s.queryMessages(ctx, `SELECT `+msgCols+` FROM messages WHERE state = 1 ORDER BY seq`)
+}
+
+// Message returns one message.
+func (s *Store) Message(ctx context.Context, id string) (core.Message, error) {
+	ms, err := s.queryMessages(ctx, `SELECT `+msgCols+` FROM messages WHERE id = ?`, id)
+	if err != nil {
+		return core.Message{}, err
+	}
+	if len(ms) == 0 {
+		return core.Message{}, ErrNotFound
+	}
+	return ms[0], nil
+}
+
+// History returns up to limit messages of a lane older than beforeID (the
+// newest when beforeID is empty), oldest first, and whether older ones exist.
+func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
+	before := int64(1<<62)
+	if beforeID != "" {
+		err := s.r.QueryRowContext(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
+			beforeID, lane.ChatID, lane.ThreadID).Scan(&before)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, ErrNotFound
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	ms, err := s.queryMessages(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_id = ? AND thread_id = ? AND seq < ?
+		ORDER BY seq DESC LIMIT ?`, lane.ChatID, lane.ThreadID, before, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(ms) > limit
+	if more {
+		ms = ms[:limit]
+	}
+	for i, j := 0, len(ms)-1; i < j; i, j = i+1, j-1 {
+		ms[i], ms[j] = ms[j], ms[i]
+	}
+	return ms, more, nil
+}
+
+const msgCols = `id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state`
+
+func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]core.Message, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []core.Message
+	for rows.Next() {
+		var m core.Message
+		var media, runtime string
+		var state int
+		if err := rows.Scan(&m.ID, &m.Lane.ChatID, &m.Lane.ThreadID, &m.Role, &m.Text, &m.Reasoning, &media, &m.ReplyTo,
+			&m.Model, &m.Tokens, &runtime, &m.TS, &state); err != nil {
+			return nil, err
+		}
+		m.Stopped = state == stateStopped
+		if media != "" {
+			if err := json.Unmarshal([]byte(media), &m.Media); err != nil {
+				return nil, err
+			}
+		}
+		if runtime != "" {
+			m.Runtime = new(core.Runtime)
+			if err := json.Unmarshal([]byte(runtime), m.Runtime); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// encodeExtras serialises the optional parts of a message for their columns.
+func encodeExtras(m core.Message) (media, runtime string, err error) {
+	if len(m.Media) > 0 {
+		b, err := json.Marshal(m.Media)
+		if err != nil {
+			return "", "", err
+		}
+		media = string(b)
+	}
+	if m.Runtime != nil {
+		b, err := json.Marshal(m.Runtime)
+		if err != nil {
+			return "", "", err
+		}
+		runtime = string(b)
+	}
+	return media, runtime, nil
+}
+
+func inList(ids []string) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")", args
+}
+
+// MarkRead stores that a device has seen a message.
+func (t *Tx) MarkRead(lane core.Lane, messageID, deviceID string, ts int64) error {
+	_, err := t.tx.Exec(`INSERT INTO reads (chat_id, thread_id, message_id, device_id, ts) VALUES (?,?,?,?,?)
+		ON CONFLICT (message_id, device_id) DO UPDATE SET ts = excluded.ts`, lane.ChatID, lane.ThreadID, messageID, deviceID, ts)
+	return err
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+)
+
+// OutboxRow is one durable frame. ChatID/ThreadID name the lane it belongs
+// to (for a channel.* frame: the entry itself, a thread under its parent), so
+// deleting a channel or thread deletes its frames; MessageID, when set, ties
+// it to a message so deleting the message deletes the frame.
+type OutboxRow struct {
+	Cursor    int64
+	Type      string
+	ChatID    string
+	ThreadID  string
+	MessageID string
+	Body      []byte
+	TS        int64
+}
+
+// AppendOutbox adds a frame and returns its cursor. Cursors only grow, even
+// across deletes (AUTOINCREMENT never reuses a value).
+func (t *Tx) AppendOutbox(r OutboxRow) (int64, error) {
+	res, err := t.tx.Exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
+		r.Type, r.ChatID, r.ThreadID, r.MessageID, r.Body, r.TS)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// OutboxHead returns the newest cursor ever assigned (0 for none).
+func (s *Store) OutboxHead(ctx context.Context) (int64, error) {
+	var head sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'outbox'`).Scan(&head)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	return head.Int64, err
+}
+
+// OutboxFloor returns the highest cursor removed by retention: a sync from
+// below it cannot be complete.
+func (s *Store) OutboxFloor(ctx context.Context) (int64, error) {
+	v, err := s.meta(ctx, "outbox_floor")
+	if err != nil || v == "" {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// ScanOutbox calls fn for each frame with after < cursor <= upto, in order,
+// reading in pages so a long replay holds neither a big result in memory
+// nor a read transaction open for its whole length.
+func (s *Store) ScanOutbox(ctx context.Context, after, upto int64, fn func(OutboxRow) error) error {
+	const page = 1000
+	buf := make([]OutboxRow, 0, page)
+	for {
+		buf = buf[:0]
+		rows, err := s.r.QueryContext(ctx, `SELECT cursor, type, chat_id, thread_id, message_id, body, ts FROM outbox
+			WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?`, after, upto, page)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var r OutboxRow
+			if err := rows.Scan(&r.Cursor, &r.Type, &r.ChatID, &r.ThreadID, &r.MessageID, &r.Body, &r.TS); err != nil {
+				rows.Close()
+				return err
+			}
+			buf = append(buf, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range buf {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(buf) < page {
+			return nil
+		}
+		after = buf[len(buf)-1].Cursor
+	}
+}
+
+// PruneOutbox keeps the newest keep frames and removes those older than
+// minTS (epoch ms), whichever removes more, recording the floor.
+func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64, error) {
+	var removed int64
+	err := s.Write(ctx, func(tx *Tx) error {
+		var cut sql.NullInt64
+		if err := tx.tx.QueryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
+			return err
+		}
+		if !cut.Valid {
+			return nil
+		}
+		res, err := tx.tx.Exec(`DELETE FROM outbox WHERE cursor <= ?`, cut.Int64)
+		if err != nil {
+			return err
+		}
+		removed, _ = res.RowsAffected()
+		return tx.setMeta("outbox_floor", strconv.FormatInt(cut.Int64, 10))
+	})
+	return removed, err
+}
+
+func (s *Store) meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return v, err
+}
+
+func (t *Tx) setMeta(key, value string) error {
+	_, err := t.tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
+}

@@ -1,0 +1,211 @@
+// Package store keeps the gateway's state in one SQLite file: the channel
+// directory, message history, the outbox, device tokens and device state.
+//
+// Writes go through one connection (SQLite has one writer anyway); reads use
+// a pool, which WAL mode lets run beside the writer.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrNotFound is returned when a row asked for by id does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is an open database.
+type Store struct {
+	w *sql.DB // one connection: the writer
+	r *sql.DB // readers
+}
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to date.
+func Open(path string) (*Store, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxLifetime(0)
+	r, err := sql.Open("sqlite", dsn+"&mode=ro")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s := &Store{w: w, r: r}
+	if err := s.migrate(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Tx is a write transaction.
+type Tx struct {
+	tx *sql.Tx
+}
+
+// Write runs fn in one write transaction, committed when fn returns nil.
+func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&Tx{tx: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Savepoint runs fn inside a savepoint so a failing fn undoes only its own
+// writes; the group commit uses it to isolate one request from the others
+// of its batch.
+func (t *Tx) Savepoint(fn func(*Tx) error) error {
+	if _, err := t.tx.Exec("SAVEPOINT sp"); err != nil {
+		return err
+	}
+	if err := fn(t); err != nil {
+		if _, rerr := t.tx.Exec("ROLLBACK TO sp; RELEASE sp"); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	_, err := t.tx.Exec("RELEASE sp")
+	return err
+}
+
+func (s *Store) migrate() error {
+	var version int
+	if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return err
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := s.w.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var migrations = []string{`
+CREATE TABLE channels (
+	chat_id    TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	parent     TEXT NOT NULL DEFAULT '',
+	is_default INTEGER NOT NULL DEFAULT 0,
+	auto       INTEGER NOT NULL DEFAULT 0,
+	favorite   INTEGER NOT NULL DEFAULT 0,
+	icon       TEXT NOT NULL DEFAULT '',
+	color      TEXT NOT NULL DEFAULT '',
+	automation INTEGER NOT NULL DEFAULT 0,
+	created    INTEGER NOT NULL
+);
+INSERT INTO channels (chat_id, name, kind, is_default, created) VALUES ('default', 'Default', 'default', 1, 0);
+
+CREATE TABLE messages (
+	seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+	id        TEXT NOT NULL UNIQUE,
+	chat_id   TEXT NOT NULL,
+	thread_id TEXT NOT NULL DEFAULT '',
+	role      TEXT NOT NULL,
+	text      TEXT NOT NULL DEFAULT '',
+	reasoning TEXT NOT NULL DEFAULT '',
+	media     TEXT NOT NULL DEFAULT '',
+	reply_to  TEXT NOT NULL DEFAULT '',
+	model     TEXT NOT NULL DEFAULT '',
+	tokens    INTEGER NOT NULL DEFAULT 0,
+	runtime   TEXT NOT NULL DEFAULT '',
+	ts        INTEGER NOT NULL,
+	state     INTEGER NOT NULL DEFAULT 0 -- 0 final, 1 streaming, 2 stopped
+);
+CREATE INDEX messages_lane ON messages (chat_id, thread_id, seq);
+CREATE INDEX messages_streaming ON messages (state) WHERE state = 1;
+
+CREATE TABLE outbox (
+	cursor     INTEGER PRIMARY KEY AUTOINCREMENT,
+	type       TEXT NOT NULL,
+	chat_id    TEXT NOT NULL DEFAULT '',
+	thread_id  TEXT NOT NULL DEFAULT '',
+	message_id TEXT NOT NULL DEFAULT '',
+	body       BLOB NOT NULL,
+	ts         INTEGER NOT NULL
+);
+CREATE INDEX outbox_chat ON outbox (chat_id, thread_id) WHERE chat_id != '';
+CREATE INDEX outbox_message ON outbox (message_id) WHERE message_id != '';
+
+CREATE TABLE tokens (
+	id        TEXT PRIMARY KEY,
+	hash      BLOB NOT NULL UNIQUE,
+	name      TEXT NOT NULL DEFAULT '',
+	device_id TEXT NOT NULL DEFAULT '',
+	created   INTEGER NOT NULL,
+	last_used INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE devices (
+	device_id          TEXT PRIMARY KEY,
+	name               TEXT NOT NULL DEFAULT '',
+	fcm_token          TEXT NOT NULL DEFAULT '',
+	ntfy_topic         TEXT NOT NULL DEFAULT '',
+	last_pushed_cursor INTEGER NOT NULL DEFAULT 0,
+	proven             TEXT NOT NULL DEFAULT '',
+	last_seen          INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE reads (
+	chat_id    TEXT NOT NULL,
+	thread_id  TEXT NOT NULL DEFAULT '',
+	message_id TEXT NOT NULL,
+	device_id  TEXT NOT NULL,
+	ts         INTEGER NOT NULL,
+	PRIMARY KEY (message_id, device_id)
+);
+CREATE INDEX reads_chat ON reads (chat_id);
+
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+`}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

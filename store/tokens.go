@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Token is a stored device token. Only its hash is kept.
+type Token struct {
+	ID       string
+	Hash     []byte
+	Name     string
+	DeviceID string // when set, the token only admits this device
+	Created  time.Time
+	LastUsed time.Time
+}
+
+// AddToken stores a token's hash.
+func (s *Store) AddToken(ctx context.Context, t Token) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, device_id, created) VALUES (?,?,?,?,?)`,
+		t.ID, t.Hash, t.Name, t.DeviceID, t.Created.UnixMilli())
+	return err
+}
+
+// Tokens lists all tokens, oldest first.
+func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, name, device_id, created, last_used FROM tokens ORDER BY created, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var created, used int64
+		if err := rows.Scan(&t.ID, &t.Hash, &t.Name, &t.DeviceID, &created, &used); err != nil {
+			return nil, err
+		}
+		t.Created = time.UnixMilli(created)
+		if used > 0 {
+			t.LastUsed = time.UnixMilli(used)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeToken deletes a token by id; ErrNotFound when there is none.
+func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// TouchToken records a token's use.
+func (s *Store) TouchToken(ctx context.Context, id string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE tokens SET last_used = ? WHERE id = ?`, now(), id)
+	return err
+}
