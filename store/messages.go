@@ -107,7 +107,7 @@ func (s *Store) Message(ctx context.Context, id string) (core.Message, error) {
 // History returns up to limit messages of a lane older than beforeID (the
 // newest when beforeID is empty), oldest first, and whether older ones exist.
 func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
-	before := int64(1<<62)
+	before := int64(1 << 62)
 	if beforeID != "" {
 		err := s.r.QueryRowContext(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
 			beforeID, lane.ChatID, lane.ThreadID).Scan(&before)
