@@ -1,0 +1,62 @@
+package hub
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestIntervalsMatchesASet(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		var s Intervals
+		want := map[int64]bool{}
+		for i := 0; i < 50; i++ {
+			lo := r.Int64N(100)
+			hi := lo + r.Int64N(5)
+			s.Add(lo, hi)
+			for v := lo; v <= hi; v++ {
+				want[v] = true
+			}
+		}
+		if r.IntN(2) == 0 {
+			cut := r.Int64N(100)
+			s.DropBelow(cut)
+			for v := range want {
+				if v < cut {
+					delete(want, v)
+				}
+			}
+		}
+		for v := int64(-1); v <= 106; v++ {
+			if s.Has(v) != want[v] {
+				t.Fatalf("round %d: Has(%d) = %v, want %v (set %s)", round, v, s.Has(v), want[v], s.String())
+			}
+		}
+		for i := 1; i < len(s.r); i++ {
+			if s.r[i].lo <= s.r[i-1].hi+1 {
+				t.Fatalf("ranges not disjoint and separated: %s", s.String())
+			}
+		}
+		back := ParseIntervals(s.String())
+		if back.String() != s.String() {
+			t.Fatalf("round trip: %q != %q", back.String(), s.String())
+		}
+	}
+}
+
+func TestIntervalsStayCompactForARun(t *testing.T) {
+	var s Intervals
+	for v := int64(1); v <= 100000; v++ {
+		s.Add(v, v)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("a contiguous run is %d ranges", s.Len())
+	}
+}
+
+func TestParseIntervalsSkipsGarbage(t *testing.T) {
+	s := ParseIntervals("1-3,x,5-,7-9,-")
+	if !s.Has(2) || !s.Has(8) || s.Has(5) {
+		t.Fatalf("got %s", s.String())
+	}
+}

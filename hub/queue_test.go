@@ -1,0 +1,127 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestQueueCoalescesOnlyKeyedFrames(t *testing.T) {
+	q := newQueue(10, 1<<20)
+	q.push(Out{Data: []byte("start")})
+	q.push(Out{Data: []byte("u1"), Key: "m1"})
+	q.push(Out{Data: []byte("tool.end")})
+	q.push(Out{Data: []byte("u2"), Key: "m1"})
+	q.push(Out{Data: []byte("u3"), Key: "m1"})
+	got, err := q.take(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start", "u3", "tool.end"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d frames, want %v", len(got), want)
+	}
+	for i, w := range want {
+		if string(got[i].Data) != w {
+			t.Fatalf("frame %d = %q, want %q", i, got[i].Data, w)
+		}
+	}
+	// Once taken, a key starts afresh.
+	q.push(Out{Data: []byte("u4"), Key: "m1"})
+	got, _ = q.take(context.Background(), got)
+	if len(got) != 1 || string(got[0].Data) != "u4" {
+		t.Fatalf("after take: %d frames", len(got))
+	}
+}
+
+func TestQueueOverflowClosesAndDrops(t *testing.T) {
+	q := newQueue(3, 1<<20)
+	for i := 0; i < 3; i++ {
+		if !q.push(Out{Data: []byte("x")}) {
+			t.Fatal("push refused below the cap")
+		}
+	}
+	if q.push(Out{Data: []byte("x")}) {
+		t.Fatal("push past the cap accepted")
+	}
+	if !errors.Is(q.err(), ErrSlow) {
+		t.Fatalf("err = %v", q.err())
+	}
+	got, err := q.take(context.Background(), nil)
+	if len(got) != 0 || !errors.Is(err, ErrSlow) {
+		t.Fatalf("take after overflow = %d frames, %v", len(got), err)
+	}
+}
+
+func TestQueueByteCap(t *testing.T) {
+	q := newQueue(100, 10)
+	if !q.push(Out{Data: make([]byte, 8)}) {
+		t.Fatal("first push refused")
+	}
+	if q.push(Out{Data: make([]byte, 8)}) {
+		t.Fatal("push past the byte cap accepted")
+	}
+}
+
+func TestQueuePushWaitFlowsAtReaderPace(t *testing.T) {
+	q := newQueue(8, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 1000
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := q.pushWait(ctx, Out{Data: []byte{byte(i)}}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var buf []Out
+	got := 0
+	for got < n {
+		var err error
+		buf, err = q.take(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range buf {
+			if o.Data[0] != byte(got) {
+				t.Fatalf("frame %d out of order", got)
+			}
+			got++
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if q.err() != nil {
+		t.Fatalf("replay overflowed the queue: %v", q.err())
+	}
+}
+
+func TestQueueCloseDrainsGracefully(t *testing.T) {
+	q := newQueue(10, 1<<20)
+	q.push(Out{Data: []byte("bye")})
+	q.close(ErrClosed)
+	got, err := q.take(context.Background(), nil)
+	if len(got) != 1 || err != nil {
+		t.Fatalf("first take = %d frames, %v", len(got), err)
+	}
+	if _, err := q.take(context.Background(), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second take err = %v", err)
+	}
+}
+
+func TestQueuePushFront(t *testing.T) {
+	q := newQueue(10, 1<<20)
+	q.push(Out{Data: []byte("u1"), Key: "k"})
+	q.pushFront(Out{Data: []byte("ack")})
+	q.push(Out{Data: []byte("u2"), Key: "k"})
+	got, _ := q.take(context.Background(), nil)
+	if len(got) != 2 || string(got[0].Data) != "ack" || string(got[1].Data) != "u2" {
+		t.Fatalf("got %d frames", len(got))
+	}
+}
