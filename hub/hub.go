@@ -163,7 +163,6 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec) (*Conn, *Co
 
 // Remove unregisters a connection and saves its device's proofs.
 func (h *Hub) Remove(c *Conn) {
-	c.Read() // a clean close is a read too: the peer answered the close
 	h.mu.Lock()
 	delete(h.conns, c.ID)
 	if h.byDev[c.DeviceID] == c {

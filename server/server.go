@@ -232,6 +232,11 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 				conn.Send(hub.Out{Data: tooBigFrame(s.cfg.MaxFrame)})
 				conn.Close(&closeErr{websocket.StatusMessageTooBig, "frame too large"})
 			}
+			if websocket.CloseStatus(err) != -1 {
+				// The peer's close frame came after everything we wrote
+				// before it: that is a receipt too. A reset is not.
+				conn.Read()
+			}
 			break
 		}
 		conn.Read()
