@@ -21,6 +21,7 @@ type Client struct {
 	mu     sync.Mutex
 	conn   *Conn
 	cursor int64
+	synced bool          // the cursor is a real position, not "never connected"
 	ready  chan struct{} // closed while connected; replaced on drop
 }
 
@@ -28,7 +29,7 @@ type Client struct {
 // session left off (0: a new device, which starts at the current head
 // instead of replaying the whole outbox).
 func New(url string, o Options, cursor int64) *Client {
-	return &Client{url: url, opts: o, cursor: cursor, events: make(chan Frame, 1024), ready: make(chan struct{})}
+	return &Client{url: url, opts: o, cursor: cursor, synced: cursor > 0, events: make(chan Frame, 1024), ready: make(chan struct{})}
 }
 
 // Events delivers frames from every connection, in order per connection.
@@ -112,10 +113,12 @@ func (c *Client) session(ctx context.Context) error {
 	defer stop()
 
 	c.mu.Lock()
-	first := c.cursor == 0
+	first := !c.synced
 	from := c.cursor
 	if first {
+		// A new device starts at the head: the past is history's job.
 		c.cursor = conn.Welcome().SyncCursor
+		c.synced = true
 	}
 	c.conn = conn
 	close(c.ready)
