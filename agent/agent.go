@@ -13,10 +13,62 @@ import (
 type Turn struct {
 	Lane  core.Lane
 	Input string
-	Media []core.Media
+	// InputID is the id of the person's message, kept on the conversation
+	// entry so deleting the message can delete it from the conversation.
+	InputID string
+	Media   []core.Media
 	// Steer delivers texts a person sends while the turn runs; a backend
 	// injects them before its next model call.
 	Steer <-chan string
+	// Settings are the lane's choices (model, reasoning effort…).
+	Settings Settings
+	// History is the lane's conversation before this turn, oldest first.
+	History []Msg
+	// Record is called with each entry the turn adds to the conversation
+	// (the person's message, the model's replies and tool results), so the
+	// conversation survives restarts. It may be nil.
+	Record func(Msg)
+	// Cwd is the lane's working directory for tools.
+	Cwd string
+	// Asker reaches the person for approvals and questions; nil denies.
+	Asker Asker
+	// Todos is the lane's todo list as the turn starts.
+	Todos []core.Todo
+}
+
+// Settings are per-lane choices a person makes with slash commands.
+type Settings struct {
+	Provider  string
+	Model     string
+	Reasoning string // "", none, minimal, low, medium, high
+	Fast      bool
+	Yolo      bool // no approvals for this session
+}
+
+// Msg is one entry of a lane's conversation with the model.
+type Msg struct {
+	Role       string // system | user | assistant | tool
+	Content    string
+	ToolCalls  []ToolCall `json:",omitempty"`
+	ToolCallID string     `json:",omitempty"`
+	MessageID  string     `json:",omitempty"` // the chat message it stands for, if any
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON
+}
+
+// Asker asks the person something on the agent's behalf and waits.
+type Asker interface {
+	// Approve asks whether a dangerous command may run: "once",
+	// "session", "always" or "deny".
+	Approve(ctx context.Context, command, description string) (string, error)
+	// Clarify asks a question with up to four choices; the answer is a
+	// choice or the person's own text.
+	Clarify(ctx context.Context, question string, choices []string) (string, error)
 }
 
 // EventKind says what an Event reports.
@@ -31,7 +83,12 @@ const (
 	ToolProgress                  // Tool
 	ToolEnd                       // Tool
 	Todos                         // the full todo list (Todos)
-	Usage                         // Tokens, Model, ContextPct, Cost
+	Usage                         // Tokens, Model, ContextPct, Cost, Cwd
+	// TextIsCommentary says the text streamed since the last such event
+	// was the model thinking aloud before tool calls, not its answer.
+	TextIsCommentary
+	// File offers a file to the devices (Path, Text as caption).
+	File
 )
 
 // Event is something a running turn reports.
@@ -44,6 +101,8 @@ type Event struct {
 	Tokens     int
 	ContextPct *int
 	Cost       *float64
+	Cwd        string
+	Path       string
 }
 
 // Agent runs turns. Run blocks until the turn ends; it stops early, with

@@ -1,0 +1,326 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// Builtin returns the built-in tools: terminal, read_file, write_file,
+// todo, clarify and send_file.
+func Builtin(ts *Tools) []*Tool {
+	return []*Tool{terminalTool(ts), readFileTool(), writeFileTool(), todoTool(), clarifyTool(), sendFileTool()}
+}
+
+func obj(props map[string]any, required ...string) map[string]any {
+	return map[string]any{"type": "object", "properties": props, "required": required}
+}
+
+func prop(typ, desc string) map[string]any { return map[string]any{"type": typ, "description": desc} }
+
+func terminalTool(ts *Tools) *Tool {
+	return &Tool{
+		Name:        "terminal",
+		Emoji:       "💻",
+		Description: "Run a shell command (bash) in the working directory and return its output. Dangerous commands need the person's approval.",
+		Params: obj(map[string]any{
+			"command": prop("string", "The command line."),
+			"timeout": prop("integer", "Seconds before the command is killed (default and maximum set by the gateway)."),
+		}, "command"),
+		Preview: func(a map[string]any) string { return str(a, "command") },
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, progress func(string)) (string, error) {
+			cmdline := str(a, "command")
+			if strings.TrimSpace(cmdline) == "" {
+				return "", errors.New("empty command")
+			}
+			if err := env.approve(ctx, cmdline, ts.Policy.Check(cmdline)); err != nil {
+				return "", err
+			}
+			timeout := ts.Timeout
+			if timeout == 0 {
+				timeout = 2 * time.Minute
+			}
+			if s, ok := a["timeout"].(float64); ok && s > 0 && time.Duration(s)*time.Second < timeout {
+				timeout = time.Duration(s) * time.Second
+			}
+			limit := ts.OutputCap
+			if limit == 0 {
+				limit = 32 << 10
+			}
+			return runCommand(ctx, env.Cwd, cmdline, timeout, limit, progress)
+		},
+	}
+}
+
+// runCommand runs a command in its own process group, so a stop or a
+// timeout kills everything it started, keeping the head and tail of its
+// output within limit bytes.
+func runCommand(ctx context.Context, dir, cmdline string, timeout time.Duration, limit int, progress func(string)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.Command("bash", "-c", cmdline)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &capped{limit: limit}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdin = nil
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	for {
+		select {
+		case err := <-done:
+			text := out.String()
+			if err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return fmt.Sprintf("%s\n[exit status %d]", text, ee.ExitCode()), nil
+				}
+				return text, err
+			}
+			return text, nil
+		case <-tick.C:
+			progress(fmt.Sprintf("running… %ds", int(time.Since(start).Seconds())))
+		case <-ctx.Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return out.String(), fmt.Errorf("killed after %v (timeout)", timeout)
+			}
+			return out.String(), ctx.Err()
+		}
+	}
+}
+
+// capped keeps the first and last limit/2 bytes written to it.
+type capped struct {
+	mu      sync.Mutex
+	limit   int
+	head    bytes.Buffer
+	tail    []byte
+	dropped int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	if room := c.limit/2 - c.head.Len(); room > 0 {
+		k := min(room, len(p))
+		c.head.Write(p[:k])
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		c.tail = append(c.tail, p...)
+		if over := len(c.tail) - c.limit/2; over > 0 {
+			c.dropped += over
+			c.tail = append(c.tail[:0], c.tail[over:]...)
+		}
+	}
+	return n, nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped == 0 {
+		return c.head.String() + string(c.tail)
+	}
+	return fmt.Sprintf("%s\n… [%d bytes of output cut] …\n%s", c.head.String(), c.dropped, c.tail)
+}
+
+const maxReadFile = 64 << 10
+
+func readFileTool() *Tool {
+	return &Tool{
+		Name:        "read_file",
+		Emoji:       "📖",
+		Description: "Read a text file (relative paths are in the working directory). Long files are returned in parts: pass offset to continue.",
+		Params: obj(map[string]any{
+			"path":   prop("string", "File path."),
+			"offset": prop("integer", "Byte offset to start at (default 0)."),
+		}, "path"),
+		Preview: func(a map[string]any) string { return str(a, "path") },
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
+			p, _ := env.within(str(a, "path"))
+			f, err := os.Open(p)
+			if err != nil {
+				return "", err
+			}
+			defer f.Close()
+			off, _ := a["offset"].(float64)
+			if off > 0 {
+				if _, err := f.Seek(int64(off), io.SeekStart); err != nil {
+					return "", err
+				}
+			}
+			buf := make([]byte, maxReadFile+1)
+			n, err := io.ReadFull(f, buf)
+			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+				return "", err
+			}
+			if n > maxReadFile {
+				return fmt.Sprintf("%s\n[… more: read again with offset %d]", buf[:maxReadFile], int64(off)+maxReadFile), nil
+			}
+			return string(buf[:n]), nil
+		},
+	}
+}
+
+func writeFileTool() *Tool {
+	return &Tool{
+		Name:        "write_file",
+		Emoji:       "✍️",
+		Description: "Write a text file, replacing it (relative paths are in the working directory; writing elsewhere needs approval).",
+		Params: obj(map[string]any{
+			"path":    prop("string", "File path."),
+			"content": prop("string", "The whole new content."),
+		}, "path", "content"),
+		Preview: func(a map[string]any) string { return str(a, "path") },
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
+			p, inside := env.within(str(a, "path"))
+			if !inside {
+				if err := env.approve(ctx, "write "+p, "This writes a file outside the working directory."); err != nil {
+					return "", err
+				}
+			}
+			content := str(a, "content")
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("wrote %d bytes to %s", len(content), p), nil
+		},
+	}
+}
+
+func todoTool() *Tool {
+	item := obj(map[string]any{
+		"id":      prop("string", "Stable id of the item."),
+		"content": prop("string", "What to do."),
+		"status":  map[string]any{"type": "string", "enum": []string{"pending", "in_progress", "completed", "cancelled"}},
+	}, "id")
+	return &Tool{
+		Name:        "todo",
+		Emoji:       "📋",
+		Description: "Keep a todo list the person sees above the chat. Pass the whole list, or with merge=true only the changed items (by id).",
+		Params: obj(map[string]any{
+			"todos": map[string]any{"type": "array", "items": item},
+			"merge": prop("boolean", "Update items by id instead of replacing the list."),
+		}, "todos"),
+		Preview: func(a map[string]any) string {
+			items, _ := a["todos"].([]any)
+			return fmt.Sprintf("%d item(s)", len(items))
+		},
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
+			items, _ := a["todos"].([]any)
+			merge, _ := a["merge"].(bool)
+			next := []core.Todo{}
+			if merge {
+				next = append(next, env.Todos...)
+			}
+			for _, it := range items {
+				m, _ := it.(map[string]any)
+				t := core.Todo{ID: str(m, "id"), Content: str(m, "content"), Status: str(m, "status")}
+				if t.ID == "" {
+					return "", errors.New("every todo item needs an id")
+				}
+				switch t.Status {
+				case "":
+					t.Status = "pending"
+				case "pending", "in_progress", "completed", "cancelled":
+				default:
+					return "", fmt.Errorf("unknown status %q", t.Status)
+				}
+				found := false
+				for i := range next {
+					if next[i].ID == t.ID {
+						if t.Content == "" {
+							t.Content = next[i].Content
+						}
+						next[i], found = t, true
+					}
+				}
+				if !found {
+					next = append(next, t)
+				}
+			}
+			env.Todos = next
+			env.emit(Event{Kind: Todos, Todos: next})
+			var b strings.Builder
+			for _, t := range next {
+				fmt.Fprintf(&b, "[%s] %s: %s\n", t.Status, t.ID, t.Content)
+			}
+			return b.String(), nil
+		},
+	}
+}
+
+func clarifyTool() *Tool {
+	return &Tool{
+		Name:        "clarify",
+		Emoji:       "❓",
+		Description: "Ask the person a question when you cannot go on without their answer. Offer up to 4 choices; they may also answer in their own words.",
+		Params: obj(map[string]any{
+			"question": prop("string", "The question."),
+			"choices":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": 4},
+		}, "question"),
+		Preview: func(a map[string]any) string { return str(a, "question") },
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
+			if env.Asker == nil {
+				return "", errors.New("no one can be asked right now")
+			}
+			var choices []string
+			raw, _ := a["choices"].([]any)
+			for _, c := range raw {
+				if s, ok := c.(string); ok && s != "" && len(choices) < 4 {
+					choices = append(choices, s)
+				}
+			}
+			ans, err := env.Asker.Clarify(ctx, str(a, "question"), choices)
+			if err != nil {
+				return "", err
+			}
+			return "The person answered: " + ans, nil
+		},
+	}
+}
+
+func sendFileTool() *Tool {
+	return &Tool{
+		Name:        "send_file",
+		Emoji:       "📎",
+		Description: "Send a file to the person's devices (relative paths are in the working directory).",
+		Params: obj(map[string]any{
+			"path":    prop("string", "File path."),
+			"caption": prop("string", "Optional caption."),
+		}, "path"),
+		Preview: func(a map[string]any) string { return str(a, "path") },
+		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
+			p, _ := env.within(str(a, "path"))
+			st, err := os.Stat(p)
+			if err != nil {
+				return "", err
+			}
+			if !st.Mode().IsRegular() {
+				return "", fmt.Errorf("%s is not a regular file", p)
+			}
+			env.emit(Event{Kind: File, Path: p, Text: str(a, "caption")})
+			return fmt.Sprintf("offered %s (%d bytes) to the devices", p, st.Size()), nil
+		},
+	}
+}

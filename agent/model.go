@@ -1,0 +1,393 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Provider is an OpenAI-compatible endpoint (OpenAI, OpenRouter, vLLM,
+// llama.cpp, Ollama…) and the models a person may pick on it.
+type Provider struct {
+	ID      string
+	Label   string
+	BaseURL string
+	APIKey  string
+	Models  []ModelInfo
+}
+
+// ModelInfo describes one model.
+type ModelInfo struct {
+	ID            string
+	Label         string
+	ContextLength int     // tokens; 0 means DefaultContextLength
+	PriceIn       float64 // USD per million prompt tokens; 0: unknown
+	PriceOut      float64 // USD per million completion tokens
+}
+
+// DefaultContextLength is assumed for models whose window is not configured.
+const DefaultContextLength = 32768
+
+// ModelConfig configures the model backend.
+type ModelConfig struct {
+	Providers []Provider // the first provider's first model is the default
+	Tools     *Tools
+	// SystemPrompt opens every conversation.
+	SystemPrompt string
+	// MaxIterations caps model calls in one turn (model → tools → model…).
+	MaxIterations int
+	// MaxRetries is how often a failed request (429, 5xx, network) is
+	// retried, with backoff, before the turn fails.
+	MaxRetries int
+	HTTPClient *http.Client
+}
+
+// Model is the agent backend over OpenAI-compatible Chat Completions.
+type Model struct {
+	cfg     ModelConfig
+	clients map[string]openai.Client
+}
+
+// NewModel makes the backend. It does not contact the providers.
+func NewModel(cfg ModelConfig) (*Model, error) {
+	if len(cfg.Providers) == 0 || len(cfg.Providers[0].Models) == 0 {
+		return nil, errors.New("agent: a model backend needs a provider with a model")
+	}
+	if cfg.MaxIterations == 0 {
+		cfg.MaxIterations = 16
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 3
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = &Tools{}
+	}
+	m := &Model{cfg: cfg, clients: make(map[string]openai.Client)}
+	for _, p := range cfg.Providers {
+		opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithMaxRetries(cfg.MaxRetries)}
+		key := p.APIKey
+		if key == "" {
+			key = "none" // local servers need no key, the client insists on one
+		}
+		opts = append(opts, option.WithAPIKey(key))
+		if cfg.HTTPClient != nil {
+			opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+		}
+		m.clients[p.ID] = openai.NewClient(opts...)
+	}
+	return m, nil
+}
+
+// Name implements Agent: the default model.
+func (m *Model) Name() string { return m.cfg.Providers[0].Models[0].ID }
+
+// Providers lists the configured providers (for the model picker).
+func (m *Model) Providers() []Provider { return m.cfg.Providers }
+
+// Resolve finds the provider and model a lane's settings name, falling
+// back to the default.
+func (m *Model) Resolve(s Settings) (Provider, ModelInfo) {
+	for _, p := range m.cfg.Providers {
+		if s.Provider != "" && p.ID != s.Provider {
+			continue
+		}
+		for _, mi := range p.Models {
+			if s.Model == "" || mi.ID == s.Model {
+				return p, mi
+			}
+		}
+		if s.Model != "" && s.Provider != "" {
+			// A model not in the list is allowed: providers have more
+			// models than anyone configures.
+			return p, ModelInfo{ID: s.Model}
+		}
+	}
+	return m.cfg.Providers[0], m.cfg.Providers[0].Models[0]
+}
+
+// Run implements Agent.
+func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
+	prov, mi := m.Resolve(t.Settings)
+	client := m.clients[prov.ID]
+	window := mi.ContextLength
+	if window == 0 {
+		window = DefaultContextLength
+	}
+	record := t.Record
+	if record == nil {
+		record = func(Msg) {}
+	}
+	conv := append([]Msg(nil), t.History...)
+	user := Msg{Role: "user", Content: t.Input, MessageID: t.InputID}
+	conv = append(conv, user)
+	record(user)
+	env := &ToolEnv{Cwd: t.Cwd, Asker: t.Asker, Yolo: t.Settings.Yolo, Todos: t.Todos, emit: emit}
+	toolIndex := 0
+	var totalTokens int
+	var cost float64
+	costKnown := mi.PriceIn > 0 || mi.PriceOut > 0
+
+	for iter := 0; ; iter++ {
+		if iter >= m.cfg.MaxIterations {
+			return fmt.Errorf("stopped after %d model calls in one turn (the iteration cap)", m.cfg.MaxIterations)
+		}
+		// Steering texts arrive between model calls.
+	steer:
+		for {
+			select {
+			case s := <-t.Steer:
+				sm := Msg{Role: "user", Content: "[The person adds, while you work:] " + s}
+				conv = append(conv, sm)
+				record(sm)
+			default:
+				break steer
+			}
+		}
+		msgs := fitWindow(m.cfg.SystemPrompt, conv, window)
+		params := openai.ChatCompletionNewParams{
+			Model:         shared.ChatModel(mi.ID),
+			Messages:      toParams(msgs),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}
+		if tools := m.cfg.Tools.params(); len(tools) > 0 {
+			params.Tools = tools
+		}
+		if r := t.Settings.Reasoning; r != "" && r != "none" {
+			params.ReasoningEffort = shared.ReasoningEffort(r)
+		}
+		res, err := m.stream(ctx, client, params, emit)
+		if err != nil {
+			return err
+		}
+		totalTokens += res.completionTokens
+		if costKnown {
+			cost += float64(res.promptTokens)*mi.PriceIn/1e6 + float64(res.completionTokens)*mi.PriceOut/1e6
+		}
+		usage := Event{Kind: Usage, Model: mi.ID, Cwd: t.Cwd}
+		if res.promptTokens > 0 {
+			pct := min(100, res.promptTokens*100/window)
+			usage.ContextPct = &pct
+		}
+		if costKnown {
+			c := cost
+			usage.Cost = &c
+		}
+		emit(usage)
+
+		am := Msg{Role: "assistant", Content: res.text, ToolCalls: res.calls}
+		conv = append(conv, am)
+		record(am)
+		if len(res.calls) == 0 {
+			emit(Event{Kind: Usage, Tokens: totalTokens})
+			return nil
+		}
+		if res.text != "" {
+			emit(Event{Kind: TextIsCommentary, Text: res.text})
+		}
+		for _, call := range res.calls {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			toolIndex++
+			out := m.cfg.Tools.run(ctx, env, toolIndex, call)
+			tm := Msg{Role: "tool", Content: out, ToolCallID: call.ID}
+			conv = append(conv, tm)
+			record(tm)
+		}
+	}
+}
+
+type streamResult struct {
+	text             string
+	calls            []ToolCall
+	promptTokens     int
+	completionTokens int
+}
+
+// stream makes one streaming call, reporting text and reasoning as they
+// come and assembling tool calls from their split deltas.
+func (m *Model) stream(ctx context.Context, client openai.Client, params openai.ChatCompletionNewParams, emit func(Event)) (streamResult, error) {
+	var res streamResult
+	var text strings.Builder
+	calls := map[int64]*ToolCall{}
+	st := client.Chat.Completions.NewStreaming(ctx, params)
+	defer st.Close()
+	for st.Next() {
+		chunk := st.Current()
+		if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
+			res.promptTokens = int(chunk.Usage.PromptTokens)
+			res.completionTokens = int(chunk.Usage.CompletionTokens)
+		}
+		for _, ch := range chunk.Choices {
+			d := ch.Delta
+			if r := reasoningDelta(d); r != "" {
+				emit(Event{Kind: Reasoning, Text: r})
+			}
+			if d.Content != "" {
+				text.WriteString(d.Content)
+				emit(Event{Kind: Text, Text: d.Content})
+			}
+			for _, tc := range d.ToolCalls {
+				c := calls[tc.Index]
+				if c == nil {
+					c = &ToolCall{}
+					calls[tc.Index] = c
+				}
+				if tc.ID != "" {
+					c.ID = tc.ID
+				}
+				if tc.Function.Name != "" {
+					c.Name += tc.Function.Name
+				}
+				c.Arguments += tc.Function.Arguments
+			}
+		}
+	}
+	if err := st.Err(); err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		return res, describeAPIError(err)
+	}
+	res.text = text.String()
+	idx := make([]int64, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	for n, i := range idx {
+		c := *calls[i]
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d", n)
+		}
+		res.calls = append(res.calls, c)
+	}
+	return res, nil
+}
+
+// reasoningDelta reads the non-standard reasoning fields servers send:
+// reasoning_content (DeepSeek, vLLM, llama.cpp) or reasoning (OpenRouter,
+// Ollama).
+func reasoningDelta(d openai.ChatCompletionChunkChoiceDelta) string {
+	for _, k := range []string{"reasoning_content", "reasoning"} {
+		f, ok := d.JSON.ExtraFields[k]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// describeAPIError turns an API failure into a sentence a person can act on.
+func describeAPIError(err error) error {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		switch apiErr.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("the model provider refused the API key (HTTP %d)", apiErr.StatusCode)
+		case http.StatusTooManyRequests:
+			return fmt.Errorf("the model provider is rate limiting us (HTTP 429) and retries did not help")
+		case http.StatusNotFound:
+			return fmt.Errorf("the model provider does not know this model or endpoint (HTTP 404)")
+		}
+		return fmt.Errorf("the model provider answered HTTP %d: %s", apiErr.StatusCode, truncate(apiErr.Message, 200))
+	}
+	return fmt.Errorf("the model's stream broke off: %v", err)
+}
+
+// fitWindow returns the messages to send: the system prompt and as much
+// of the conversation as fits the context window, dropping whole oldest
+// exchanges first (never the current one), so a long conversation never
+// fails a request by outgrowing the model.
+func fitWindow(system string, conv []Msg, window int) []Msg {
+	budget := window * 3 / 4 // room for the reply
+	budget -= estimateTokens(system)
+	// Exchanges start at user messages.
+	starts := []int{}
+	for i, m := range conv {
+		if m.Role == "user" && (i == 0 || conv[i-1].Role != "user") {
+			starts = append(starts, i)
+		}
+	}
+	total := 0
+	for _, m := range conv {
+		total += estimateTokens(m.Content) + estimateCalls(m.ToolCalls)
+	}
+	from := 0
+	for k := 0; k < len(starts)-1 && total > budget; k++ {
+		for i := starts[k]; i < starts[k+1]; i++ {
+			total -= estimateTokens(conv[i].Content) + estimateCalls(conv[i].ToolCalls)
+		}
+		from = starts[k+1]
+	}
+	out := make([]Msg, 0, len(conv)-from+1)
+	if system != "" {
+		out = append(out, Msg{Role: "system", Content: system})
+	}
+	return append(out, conv[from:]...)
+}
+
+// estimateTokens is a conservative guess: about four bytes a token, plus
+// framing per message.
+func estimateTokens(s string) int { return len(s)/3 + 4 }
+
+func estimateCalls(cs []ToolCall) int {
+	n := 0
+	for _, c := range cs {
+		n += estimateTokens(c.Name) + estimateTokens(c.Arguments)
+	}
+	return n
+}
+
+func toParams(msgs []Msg) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case "system":
+			out = append(out, openai.SystemMessage(m.Content))
+		case "user":
+			out = append(out, openai.UserMessage(m.Content))
+		case "tool":
+			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
+		case "assistant":
+			a := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" {
+				a.Content.OfString = openai.String(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Arguments},
+					},
+				})
+			}
+			out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
