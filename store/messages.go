@@ -64,7 +64,8 @@ func (t *Tx) FinishMessage(m core.Message) error {
 	return nil
 }
 
-// DeleteMessages removes a lane's messages with their read state and outbox frames
+// DeleteMessages removes a lane's messages with their read state, their
+// entries in the agent's conversation and their outbox frames
 // (but not message.deleted frames, which are how devices learn of it).
 func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
 	if len(ids) == 0 {
@@ -79,6 +80,7 @@ func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
 		`DELETE FROM messages WHERE id IN ` + in + inLane,
 		`DELETE FROM reads WHERE message_id IN ` + in + inLane,
 		`DELETE FROM outbox WHERE type != 'message.deleted' AND message_id IN ` + in + inLane,
+		`DELETE FROM conversation WHERE message_id IN ` + in + inLane,
 	} {
 		if _, err := t.tx.Exec(q, args...); err != nil {
 			return err

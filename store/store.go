@@ -199,6 +199,28 @@ CREATE TABLE meta (
 	key   TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+`, `
+CREATE TABLE conversation (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	chat_id    TEXT NOT NULL,
+	thread_id  TEXT NOT NULL DEFAULT '',
+	message_id TEXT NOT NULL DEFAULT '',
+	body       TEXT NOT NULL
+);
+CREATE INDEX conversation_lane ON conversation (chat_id, thread_id, seq);
+CREATE INDEX conversation_message ON conversation (message_id) WHERE message_id != '';
+
+CREATE TABLE lane_settings (
+	chat_id   TEXT NOT NULL,
+	thread_id TEXT NOT NULL DEFAULT '',
+	body      TEXT NOT NULL,
+	PRIMARY KEY (chat_id, thread_id)
+);
+
+CREATE TABLE approvals (
+	command TEXT PRIMARY KEY,
+	created INTEGER NOT NULL
+);
 `}
 
 func now() int64 { return time.Now().UnixMilli() }

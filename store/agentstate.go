@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// The agent's state per lane: its conversation with the model (entries
+// are opaque JSON the agent runtime owns), the lane's settings, and the
+// commands a person approved for good.
+
+// maxConversation bounds what is loaded for one turn; the runtime trims
+// further to fit the model's window.
+const maxConversation = 4000
+
+// AppendConversation adds an entry to a lane's conversation. messageID,
+// when set, ties it to a chat message so deleting that message deletes it.
+func (t *Tx) AppendConversation(lane core.Lane, messageID string, body []byte) error {
+	_, err := t.tx.Exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
+		lane.ChatID, lane.ThreadID, messageID, body)
+	return err
+}
+
+// Conversation returns a lane's newest entries, oldest first.
+func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([][]byte, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
+		ORDER BY seq DESC LIMIT ?) ORDER BY seq`, lane.ChatID, lane.ThreadID, maxConversation)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// ClearConversation starts a lane's conversation afresh (/new).
+func (t *Tx) ClearConversation(lane core.Lane) error {
+	_, err := t.tx.Exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID)
+	return err
+}
+
+// TruncateConversation removes the entry tied to messageID and every later
+// entry of its lane (/undo, /retry).
+func (t *Tx) TruncateConversation(lane core.Lane, messageID string) error {
+	_, err := t.tx.Exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
+		(SELECT MIN(seq) FROM conversation WHERE message_id = ? AND chat_id = ? AND thread_id = ?)`,
+		lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
+	return err
+}
+
+// LaneSettings returns a lane's settings (nil when it has none).
+func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) ([]byte, error) {
+	var b []byte
+	err := s.r.QueryRowContext(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	return b, err
+}
+
+// SetLaneSettings stores a lane's settings.
+func (t *Tx) SetLaneSettings(lane core.Lane, body []byte) error {
+	_, err := t.tx.Exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
+		ON CONFLICT (chat_id, thread_id) DO UPDATE SET body = excluded.body`, lane.ChatID, lane.ThreadID, body)
+	return err
+}
+
+// Approved reports whether a command was approved "always".
+func (s *Store) Approved(ctx context.Context, command string) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM approvals WHERE command = ?`, command).Scan(&n)
+	return n > 0, err
+}
+
+// Approve remembers a command as approved for good.
+func (s *Store) Approve(ctx context.Context, command string) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO approvals (command, created) VALUES (?, ?) ON CONFLICT DO NOTHING`, command, now())
+	return err
+}
