@@ -27,12 +27,14 @@ func TestClientReconnectsAndSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	p.Pause()
 	p.Cut()
 	waitState(t, states, false)
 	other := g.Dial(t, "other")
 	echo := other.MustDo("message.send", client.Lane{ChatID: "default"}, map[string]any{"text": "while you were away"})
 	id := testgw.Str(t, echo, "message_id")
 	other.Expect("agent.idle", nil)
+	p.Resume()
 
 	schema := testgw.Schema(t)
 	seen := false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -78,8 +79,9 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 		return core.Errorf(core.CodeUnsupported, "color must be #RRGGBB, not %q", *ch.Color)
 	}
 	var out core.Channel
+	var lost []string // entries the default flag moves away from
 	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.reply()}
-	return g.commit(ctx, func(tx *store.Tx) error {
+	err := g.commit(ctx, func(tx *store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
 			return notFound(err, "unknown chat_id "+quote(chatID))
@@ -112,7 +114,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 			if c.Automation {
 				return core.Errorf(core.CodeUnsupported, "an automation channel cannot be the default channel")
 			}
-			if err := tx.SetDefault(c.ChatID); err != nil {
+			if lost, err = tx.SetDefault(c.ChatID); err != nil {
 				return err
 			}
 			c.IsDefault = true
@@ -123,6 +125,24 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 		out = c
 		return nil
 	}, ev)
+	if err != nil {
+		return err
+	}
+	// The old default changed too; devices that only heard of the new
+	// one would show two defaults.
+	for _, id := range lost {
+		var c core.Channel
+		if err := g.commit(ctx, func(tx *store.Tx) error {
+			var err error
+			c, err = tx.Channel(id)
+			return err
+		}, &core.Event{Type: core.EvChannelRenamed, Channel: &c}); err != nil && !errors.Is(err, store.ErrNotFound) {
+			// The request is answered already; a second answer would break
+			// "exactly one reply".
+			g.log.Error("announcing the former default channel", "chat_id", id, "err", err)
+		}
+	}
+	return nil
 }
 
 // DeleteChannel removes a channel with its threads and all their history.

@@ -152,16 +152,23 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 		t = l.running
 	}
 	g.mu.Unlock()
-	if t == nil {
-		if r := from.reply(); r != nil {
+	r := from.reply()
+	ended := true
+	if t != nil {
+		t.mu.Lock()
+		ended = t.ended
+		if r != nil && !ended {
+			t.stopReqs = append(t.stopReqs, *r)
+		}
+		t.mu.Unlock()
+	}
+	if ended {
+		// Nothing runs, or the turn's agent.idle has gone out without
+		// this request's id: answer it now.
+		if r != nil {
 			g.replyIdle(*r, lk)
 		}
 		return nil
-	}
-	if r := from.reply(); r != nil {
-		t.mu.Lock()
-		t.stopReqs = append(t.stopReqs, *r)
-		t.mu.Unlock()
 	}
 	t.cancel()
 	return nil
@@ -175,7 +182,8 @@ func (g *Gateway) replyIdle(r core.ReplyAddr, lk core.Lane) {
 
 // Steer hands text to the lane's running turn, which takes it before its
 // next model call. The text is kept in history as the person's message and
-// echoed like one. With no turn running it is simply sent.
+// echoed like one. With no turn running it is simply sent; when the turn
+// ends without taking it, it runs next as a turn of its own.
 func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return core.Errorf(core.CodeUnsupported, "empty steer text")
@@ -192,14 +200,28 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	if t == nil {
 		return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
 	}
-	select {
-	case t.steer <- text:
-	default:
-		return core.Errorf(core.CodeRateLimited, "the running turn has not yet taken the earlier steering messages")
-	}
+	// Echoed first, so devices see the words before the agent acts on them.
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
-		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()})
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
+		return err
+	}
+	pt := pendingTurn{msg: m, origin: from.Conn}
+	t.mu.Lock()
+	taken := false
+	if !t.ran {
+		select {
+		case t.steer <- text:
+			t.steered = append(t.steered, pt)
+			taken = true
+		default: // the agent has not taken the earlier ones yet
+		}
+	}
+	t.mu.Unlock()
+	if taken {
+		return nil
+	}
+	return g.enqueue(pt)
 }
 
 // DeleteMessages removes messages of a lane from history and outbox and

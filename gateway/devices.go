@@ -25,14 +25,15 @@ type Welcome struct {
 	LastPushedCursor int64
 }
 
-// Connect registers an authenticated device's connection. A connection the
-// device already had is closed with hub.ErrReplaced. The caller queues its
-// hello reply with SendFirst and then calls Greet.
+// Connect registers an authenticated device's connection and queues its
+// greeting (see greet). A connection the device already had is closed
+// with hub.ErrReplaced. The caller queues its hello reply with SendFirst,
+// which puts it before the greeting.
 func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.Conn, Welcome, error) {
 	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic}); err != nil {
 		return nil, Welcome{}, err
 	}
-	c, old, err := g.hub.Add(ctx, d.ID, codec)
+	c, old, err := g.hub.Add(ctx, d.ID, codec, g.greet)
 	if err != nil {
 		return nil, Welcome{}, err
 	}
@@ -63,9 +64,12 @@ func (g *Gateway) Disconnect(c *hub.Conn) {
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 }
 
-// Greet queues what a device gets right after its hello reply: the
+// greet queues what a device gets right after its hello reply: the
 // gateway's status, the streams running now and each lane's todo list.
-func (g *Gateway) Greet(c *hub.Conn) {
+// The hub runs it while it registers the connection, so the snapshot and
+// the live events that follow it line up: a stream's updates never reach
+// the device before its start.
+func (g *Gateway) greet(c *hub.Conn) {
 	now := time.Now().UnixMilli()
 	c.SendEvent(&core.Event{Type: core.EvStatus, State: "online", TS: now}, 0)
 	g.mu.Lock()

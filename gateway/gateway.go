@@ -91,13 +91,17 @@ func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }
 // streaming, so no device waits forever for their end.
 func (g *Gateway) Run(ctx context.Context) error {
 	done := make(chan struct{})
-	defer close(done)
 	committed := make(chan error, 1)
 	go func() { committed <- g.commitLoop(done) }()
+	// Wait for the batch in flight too: the store closes after Run.
+	defer func() { close(done); <-g.stopped }()
 	if err := g.recover(ctx); err != nil {
 		return err
 	}
-	go g.pruneLoop(ctx)
+	pctx, stopPrune := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() { defer close(pruned); g.pruneLoop(pctx) }()
+	defer func() { stopPrune(); <-pruned }()
 	select {
 	case <-ctx.Done():
 	case err := <-committed:

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,14 +29,17 @@ type pendingTurn struct {
 	origin *hub.Conn // gets the read receipt; nil for turns no device asked for
 }
 
-// turn is a running turn. Its stream fields are read by Greet for devices
+// turn is a running turn. Its stream fields are read by greet for devices
 // that join mid-turn.
 type turn struct {
 	cancel context.CancelFunc
 	steer  chan string
 
 	mu       sync.Mutex
+	ran      bool // the agent returned: steering no longer reaches it
+	ended    bool // its agent.idle is going out: later stops are answered apart
 	stopReqs []core.ReplyAddr
+	steered  []pendingTurn // steering handed to the agent, oldest first
 	streamID string
 	text     string
 }
@@ -87,19 +91,22 @@ func (g *Gateway) runLane(l *lane) {
 		l.running = t
 		g.mu.Unlock()
 
-		g.runTurn(ctx, l, t, pt)
+		next := g.runTurn(ctx, l, t, pt)
 		cancel()
 
 		g.mu.Lock()
 		l.running = nil
+		l.pending = slices.Concat(next, l.pending)
 		g.mu.Unlock()
 	}
 }
 
 // runTurn runs one agent turn and turns what the agent reports into
 // events. Everything a device must not miss is committed before it is
-// published; the stream itself (start, updates, tools) is ephemeral.
-func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn) {
+// published; the stream itself (start, updates, tools) is ephemeral. It
+// returns the steering messages the agent ended without taking: they run
+// next, as turns of their own.
+func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn) []pendingTurn {
 	start := time.Now()
 	lk := l.key
 	// Final writes use their own context: a stopped turn must still record
@@ -111,7 +118,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	}
 	if err := g.commit(fin, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
-		return
+		return nil
 	}
 	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: true})
 
@@ -181,6 +188,18 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 
 	err := g.cfg.Agent.Run(ctx, agent.Turn{Lane: lk, Input: pt.msg.Text, Media: pt.msg.Media, Steer: t.steer}, emit)
 	stopped := ctx.Err() != nil
+	t.mu.Lock()
+	t.ran = true
+	// The channel holds the newest steers, those the agent did not take.
+	untaken := len(t.steer)
+	for range untaken {
+		<-t.steer
+	}
+	var next []pendingTurn
+	if !stopped { // a stop ends the steering sent for the turn too
+		next = t.steered[len(t.steered)-untaken:]
+	}
+	t.mu.Unlock()
 	outcome := "ok"
 	switch {
 	case stopped:
@@ -218,6 +237,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: false})
 
 	t.mu.Lock()
+	t.ended = true
 	reqs := t.stopReqs
 	t.mu.Unlock()
 	idle := &core.Event{Type: core.EvAgentIdle, Lane: lk}
@@ -230,6 +250,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	for _, r := range reqs[min(1, len(reqs)):] {
 		g.replyIdle(r, lk)
 	}
+	return next
 }
 
 // systemMessage posts a message from the gateway itself into a lane. It is

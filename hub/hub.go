@@ -92,6 +92,7 @@ type device struct {
 	proven Intervals
 	dirty  bool
 	conns  int
+	saving sync.Mutex // one save at a time, so an older set never lands last
 }
 
 func (d *device) prove(cursors []int64) {
@@ -133,8 +134,11 @@ func New(st *store.Store, log *slog.Logger, limits Limits) *Hub {
 }
 
 // Add registers a connection of deviceID. A connection the device already
-// had is returned so the caller can close it: the newer one wins.
-func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec) (*Conn, *Conn, error) {
+// had is returned so the caller can close it: the newer one wins. greet,
+// when set, queues the connection's first frames; it runs before any
+// event can reach the connection, so nothing published meanwhile (a
+// stream's update, say) comes before them.
+func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(*Conn)) (*Conn, *Conn, error) {
 	h.mu.Lock()
 	d := h.devices[deviceID]
 	h.mu.Unlock()
@@ -158,6 +162,9 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec) (*Conn, *Co
 	old := h.byDev[deviceID]
 	h.conns[c.ID] = c
 	h.byDev[deviceID] = c
+	if greet != nil {
+		greet(c)
+	}
 	return c, old, nil
 }
 
@@ -169,12 +176,15 @@ func (h *Hub) Remove(c *Conn) {
 		delete(h.byDev, c.DeviceID)
 	}
 	c.dev.conns--
-	last := c.dev.conns == 0
-	if last {
+	h.mu.Unlock()
+	h.saveDevice(c.DeviceID, c.dev)
+	// The device is forgotten only once its proofs are saved: a reconnect
+	// meanwhile shares them instead of loading an older set.
+	h.mu.Lock()
+	if c.dev.conns == 0 && h.devices[c.DeviceID] == c.dev {
 		delete(h.devices, c.DeviceID)
 	}
 	h.mu.Unlock()
-	h.saveDevice(c.DeviceID, c.dev)
 }
 
 // Online reports whether a device has a live connection.
@@ -254,6 +264,8 @@ func (h *Hub) saveAll() {
 }
 
 func (h *Hub) saveDevice(id string, d *device) {
+	d.saving.Lock()
+	defer d.saving.Unlock()
 	d.mu.Lock()
 	if !d.dirty {
 		d.mu.Unlock()

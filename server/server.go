@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -68,9 +69,10 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // connection handlers
 
-	mu    sync.Mutex
-	socks map[*websocket.Conn]struct{}
-	down  bool
+	mu      sync.Mutex
+	socks   map[*websocket.Conn]struct{}
+	waiting map[*websocket.Conn]*helloWait // sockets that have not said hello yet
+	down    bool
 }
 
 // New makes a server for gw. reg and m are the registry and series the
@@ -78,7 +80,8 @@ type Server struct {
 func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, reg *prometheus.Registry, m *gateway.Metrics) *Server {
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, base: base, cancel: cancel, socks: make(map[*websocket.Conn]struct{})}
+	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, base: base, cancel: cancel,
+		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait)}
 }
 
 // Handler routes /ws, /healthz and /metrics.
@@ -125,6 +128,9 @@ func (s *Server) Run(ctx context.Context) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.down = true
+	for _, w := range s.waiting {
+		w.cut()
+	}
 	s.mu.Unlock()
 	s.gw.Shutdown(ctx)
 	s.gw.Hub().Each(func(c *hub.Conn) { c.Close(errGoingAway) })
@@ -193,15 +199,14 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serve(c *websocket.Conn, addr string) {
 	ctx := s.base
-	hctx, cancel := context.WithTimeout(ctx, s.cfg.HelloTimeout)
-	typ, first, err := readFrame(hctx, c, helloLimit)
-	cancel()
+	w := s.waitHello(c)
+	typ, first, err := readFrame(ctx, c, helloLimit)
+	if !s.helloCame(c, w) {
+		return
+	}
 	if err != nil {
 		if errors.Is(err, errTooBig) {
 			c.Close(websocket.StatusMessageTooBig, "hello too large")
-		} else if hctx.Err() != nil && ctx.Err() == nil {
-			s.writeRaw(c, helloTimeoutFrame)
-			c.Close(websocket.StatusPolicyViolation, "no hello within the timeout")
 		}
 		return
 	}
@@ -221,6 +226,13 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 		return
 	}
 	conn := sess.Conn()
+	s.mu.Lock()
+	if s.down {
+		// Shutdown may have closed the live connections before this one
+		// was registered.
+		conn.Close(errGoingAway)
+	}
+	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues("iris", "hello").Inc()
 	writerDone := make(chan struct{})
 	go s.writer(c, conn, writerDone)
@@ -262,6 +274,57 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 	s.gw.Disconnect(conn)
 	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
 	<-writerDone
+}
+
+// helloWait bounds the wait for a connection's first frame. The read
+// is not given a deadline: a read whose context ends closes the socket at
+// once, with no way to tell the device why. Closing the socket with a
+// status ends the read just as well.
+type helloWait struct {
+	t        *time.Timer
+	done     chan struct{} // closed when the timer's close has run
+	shutdown atomic.Bool
+}
+
+func (s *Server) waitHello(c *websocket.Conn) *helloWait {
+	w := &helloWait{done: make(chan struct{})}
+	w.t = time.AfterFunc(s.cfg.HelloTimeout, func() {
+		defer close(w.done)
+		if w.shutdown.Load() {
+			c.Close(websocket.StatusGoingAway, "gateway restarting")
+			return
+		}
+		s.writeRaw(c, helloTimeoutFrame)
+		c.Close(websocket.StatusPolicyViolation, "no hello within the timeout")
+	})
+	s.mu.Lock()
+	s.waiting[c] = w
+	if s.down { // Shutdown has been through the waiting sockets already
+		w.cut()
+	}
+	s.mu.Unlock()
+	return w
+}
+
+// cut ends the wait now, for a shutdown.
+func (w *helloWait) cut() {
+	w.shutdown.Store(true)
+	if w.t.Stop() {
+		w.t.Reset(0)
+	}
+}
+
+// helloCame ends c's wait for its first frame. False means the wait was
+// cut (the socket is closed or closing) and the frame must be ignored.
+func (s *Server) helloCame(c *websocket.Conn, w *helloWait) bool {
+	s.mu.Lock()
+	delete(s.waiting, c)
+	s.mu.Unlock()
+	if w.t.Stop() {
+		return true
+	}
+	<-w.done
+	return false
 }
 
 // safely runs one frame's handling; a panic is logged and answered as an
@@ -360,7 +423,7 @@ func remoteHost(addr string) string {
 }
 
 var (
-	helloTimeoutFrame  = []byte(`{"v":1,"type":"error","payload":{"code":"auth","message":"no hello within the timeout"}}`)
+	helloTimeoutFrame  = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"no hello within the timeout"}}`)
 	internalErrorFrame = []byte(`{"v":1,"type":"error","payload":{"code":"internal","message":"internal error"}}`)
 )
 

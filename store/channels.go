@@ -66,10 +66,28 @@ func (t *Tx) PutChannel(c core.Channel) error {
 	return err
 }
 
-// SetDefault moves the default flag to chatID.
-func (t *Tx) SetDefault(chatID string) error {
-	_, err := t.tx.Exec(`UPDATE channels SET is_default = (chat_id = ?)`, chatID)
-	return err
+// SetDefault moves the default flag to chatID and returns the entries it
+// moved away from.
+func (t *Tx) SetDefault(chatID string) ([]string, error) {
+	rows, err := t.tx.Query(`SELECT chat_id FROM channels WHERE is_default = 1 AND chat_id != ?`, chatID)
+	if err != nil {
+		return nil, err
+	}
+	var lost []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		lost = append(lost, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	_, err = t.tx.Exec(`UPDATE channels SET is_default = (chat_id = ?)`, chatID)
+	return lost, err
 }
 
 // DeleteChannel removes a channel (or thread) with its threads, their

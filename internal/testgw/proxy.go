@@ -10,11 +10,12 @@ import (
 // Proxy forwards TCP connections to a gateway so a test can cut them all
 // at once, as a network drop would.
 type Proxy struct {
-	URL   string
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	URL    string
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	paused bool
+	wg     sync.WaitGroup
 }
 
 // NewProxy starts a proxy to the gateway until the test ends.
@@ -31,6 +32,13 @@ func (g *GW) NewProxy(t testing.TB) *Proxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			paused := p.paused
+			p.mu.Unlock()
+			if paused {
+				c.Close()
+				continue
 			}
 			up, err := net.Dial("tcp", g.Addr)
 			if err != nil {
@@ -57,4 +65,19 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// Pause refuses new connections (as an unreachable network would) until
+// Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Resume lets connections through again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
 }

@@ -146,6 +146,12 @@ func (g *GW) DialErr(t testing.TB, deviceID, token string) (*Device, error) {
 	return d, nil
 }
 
+// In returns the device bound to t, for use inside a subtest: a failure
+// must end the subtest, not its parent.
+func (d *Device) In(t testing.TB) *Device {
+	return &Device{Conn: d.Conn, ID: d.ID, t: t, v: d.v}
+}
+
 func (d *Device) check(f client.Frame) {
 	d.t.Helper()
 	if f.Binary {

@@ -95,7 +95,6 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 		SyncCursor: w.SyncCursor, LastPushedCursor: w.LastPushedCursor, Channels: channelList(w.Channels),
 	}
 	conn.SendFirst(hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: "hello.ack"}, ack)})
-	cfg.GW.Greet(conn)
 	return s, nil
 }
 

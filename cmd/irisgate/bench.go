@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/irisgate/irisgate/bench"
+)
+
+// BenchCmd runs the benchmark scenarios against gateways it starts itself
+// (in-process, and as a subprocess of this binary for memory), driving
+// simulated devices over loopback WebSockets.
+type BenchCmd struct {
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory (or a-e, or all)." default:"all"`
+	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
+
+	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
+	FanoutRate      float64       `help:"Fan-out: paced text events per second (default 2000; quick 1000)."`
+	FanoutDuration  time.Duration `help:"Fan-out: length of the paced phase (default 1s; quick 200ms)."`
+	FanoutChunk     int           `help:"Fan-out: bytes each text event adds to the reply (default 4, about a token)."`
+	DurableDevices  int           `help:"Durable: devices sending message.send (default 50; quick 5)."`
+	DurableDuration time.Duration `help:"Durable: how long they send (default 3s; quick 300ms)."`
+	DurableInflight int           `help:"Durable: requests in flight per device (default 2)."`
+	SyncFrames      int           `help:"Sync: outbox frames to fill and replay (default 100000; quick 1000)."`
+	StormDevices    int           `help:"Storm: devices that drop and reconnect (default 1000; quick 20)."`
+	StormRate       float64       `help:"Storm: message.send per second produced throughout (default 10)."`
+	StormClose      string        `help:"Storm: how devices drop: abrupt (socket closed, like a lost network) or clean (WebSocket close handshake)." default:"abrupt" enum:"abrupt,clean"`
+	MemoryConns     int           `help:"Memory: idle connections (default 5000; quick 50)."`
+
+	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
+	GatewayLog bool          `help:"Print the in-process gateways' warnings and errors to stderr."`
+	Timeout    time.Duration `help:"Bound on each scenario (default 5m; quick 2m)."`
+	ProfileDir string        `help:"Write a CPU and a heap profile of each scenario here (NAME.cpu.pprof, NAME.heap.pprof)." type:"path"`
+}
+
+// Run implements the command.
+func (c *BenchCmd) Run() error {
+	sc, err := bench.ParseScenarios(c.Scenarios)
+	if err != nil {
+		return err
+	}
+	o := bench.Options{
+		Scenarios: sc, Quick: c.Quick,
+		FanoutDevices: c.FanoutDevices, FanoutRate: c.FanoutRate, FanoutDuration: c.FanoutDuration, FanoutChunk: c.FanoutChunk,
+		DurableDevices: c.DurableDevices, DurableDuration: c.DurableDuration, DurableInflight: c.DurableInflight,
+		SyncFrames: c.SyncFrames, StormDevices: c.StormDevices, StormRate: c.StormRate, StormClose: c.StormClose, MemoryConns: c.MemoryConns,
+		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
+	}
+	if c.GatewayLog {
+		o.GatewayLog = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	results, err := bench.Run(ctx, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err != nil || r.Lost > 0 {
+			return fmt.Errorf("scenario %s did not complete cleanly", r.Name)
+		}
+	}
+	return nil
+}
