@@ -422,10 +422,6 @@ func TestCrashWhileBusy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the irisgate binary")
 	}
-	t.Skip("BUG: gateway/gateway.go recover() only finishes lanes that have a 'streaming' message row; a lane whose " +
-		"agent.busy was committed but whose reply had not streamed its first word (or that was between two queued turns) " +
-		"gets no agent.idle after a crash, so a syncing device replays agent.busy and shows the lane busy forever. " +
-		"Fix: in recover(), also commit agent.idle for every lane whose newest agent.busy/agent.idle outbox frame is agent.busy.")
 	bin := irisgateBinary(t)
 	data := t.TempDir()
 	addr := freeAddr(t)

@@ -80,11 +80,28 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
-		&core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
+	name, args, slash := parseSlash(req.Text)
+	// The turn is owed from the moment the message is stored: a restart
+	// before it runs still answers it.
+	if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.InsertMessage(m, false); err != nil {
+			return err
+		}
+		if slash {
+			return nil
+		}
+		return tx.QueueTurn(m.Lane, m.ID)
+	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
 		return err
 	}
-	return g.enqueue(pendingTurn{msg: m, origin: from.Conn})
+	if slash {
+		g.runSlash(ctx, from, m.Lane, name, args)
+		return nil
+	}
+	if err := g.enqueue(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
+		return err
+	}
+	return nil
 }
 
 // resolveLane fills in the default channel when the chat id is absent and

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +31,13 @@ type Config struct {
 	// what a crash can lose of it.
 	ProgressEvery time.Duration
 	Metrics       *Metrics
+	// AskTimeout bounds how long approvals and questions wait.
+	AskTimeout time.Duration
+	// Workdir is where tools run (relative paths, the terminal's cwd).
+	Workdir string
+	// FastModel is the model /fast switches to (empty: same model, minimal
+	// reasoning).
+	FastModel string
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -45,10 +53,12 @@ type Gateway struct {
 	ctx     context.Context // ends at shutdown; turns run under it
 	cancel  context.CancelFunc
 
-	mu    sync.Mutex
-	lanes map[core.Lane]*lane
-	turns sync.WaitGroup
-	down  bool
+	mu       sync.Mutex
+	lanes    map[core.Lane]*lane
+	pickers  map[string]*picker
+	sessions map[core.Lane]*session
+	turns    sync.WaitGroup
+	down     bool
 }
 
 // New makes a gateway. Call Run to start it.
@@ -68,13 +78,21 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.AskTimeout == 0 {
+		cfg.AskTimeout = DefaultAskTimeout
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir, _ = os.Getwd()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
 		writes:  make(chan *write, 1024),
 		stopped: make(chan struct{}),
 		ctx:     ctx, cancel: cancel,
-		lanes: make(map[core.Lane]*lane),
+		lanes:    make(map[core.Lane]*lane),
+		pickers:  make(map[string]*picker),
+		sessions: make(map[core.Lane]*session),
 	}
 }
 
@@ -296,24 +314,58 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 	}
 }
 
-// recover finishes replies that a crash left streaming: their saved text
-// becomes a stopped reply, announced with message.stop and agent.idle.
+// recover settles what a crash or a shutdown left open: replies left
+// streaming become stopped replies (their saved text kept), lanes left busy
+// get their agent.idle, and turns still owed are queued again, in order.
 func (g *Gateway) recover(ctx context.Context) error {
 	ms, err := g.st.Streaming(ctx)
 	if err != nil {
 		return err
 	}
+	idle := map[core.Lane]bool{}
 	for _, m := range ms {
 		m.Stopped = true
-		m := m
 		ev := &core.Event{Type: core.EvMessageStop, Lane: m.Lane, Message: &m}
 		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
 			return err
 		}
-		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: m.Lane}); err != nil {
+		idle[m.Lane] = true
+		g.log.Info("finished a reply interrupted by a crash", "message", m.ID, "lane", m.Lane.String())
+	}
+	owed, err := g.st.Turns(ctx)
+	if err != nil {
+		return err
+	}
+	var queued []pendingTurn
+	for _, q := range owed {
+		if q.Running {
+			// It ran when the gateway stopped: what it said is kept above;
+			// running it again could repeat its tools' side effects.
+			idle[q.Lane] = true
+			if err := g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		m, err := g.st.Message(ctx, q.MessageID)
+		if err != nil {
+			g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
+			continue
+		}
+		queued = append(queued, pendingTurn{msg: m})
+	}
+	for lk := range idle {
+		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {
 			return err
 		}
-		g.log.Info("finished a reply interrupted by a crash", "message", m.ID, "lane", m.Lane.String())
+	}
+	for _, pt := range queued {
+		if err := g.enqueue(pt); err != nil {
+			return err
+		}
+	}
+	if len(queued) > 0 {
+		g.log.Info("answering messages left unanswered at the last stop", "turns", len(queued))
 	}
 	return nil
 }

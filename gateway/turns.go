@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -116,9 +117,32 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if pt.origin != nil {
 		pt.origin.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{pt.msg.ID}, TS: start.UnixMilli()}, 0)
 	}
-	if err := g.commit(fin, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
+	if err := g.commit(fin, func(tx *store.Tx) error { return tx.StartTurn(pt.msg.ID) },
+		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
 		return nil
+	}
+	settings := g.settings(fin, lk)
+	history, err := g.loadConversation(fin, lk)
+	if err != nil {
+		g.log.Error("turn: loading the conversation", "lane", lk.String(), "err", err)
+	}
+	// The reply's id is known before it starts streaming so the
+	// conversation entries of the turn can be tied to it: deleting the
+	// reply deletes what the model said and did for it.
+	replyID := core.NewID("m_")
+	record := func(m agent.Msg) {
+		tag := m.MessageID
+		if tag == "" {
+			tag = replyID
+		}
+		body, err := json.Marshal(m)
+		if err == nil {
+			err = g.commit(fin, func(tx *store.Tx) error { return tx.AppendConversation(lk, tag, body) }, nil)
+		}
+		if err != nil {
+			g.log.Error("turn: recording the conversation", "lane", lk.String(), "err", err)
+		}
 	}
 	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: true})
 
@@ -130,6 +154,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		cost       *float64
 		started    bool
 		startErr   error
+		cwd        string
 		lastSave   = start
 	)
 	emit := func(e agent.Event) {
@@ -137,7 +162,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		case agent.Text:
 			if !started {
 				started = true
-				id := core.NewID("m_")
+				id := replyID
 				m := core.Message{ID: id, Lane: lk, Role: core.RoleAssistant, TS: time.Now().UnixMilli()}
 				t.mu.Lock()
 				t.streamID = id
@@ -159,6 +184,24 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			reasoning.WriteString(e.Text)
 		case agent.Commentary:
 			g.commit(fin, nil, &core.Event{Type: core.EvCommentary, Lane: lk, StreamID: core.NewID("m_"), Text: e.Text})
+		case agent.TextIsCommentary:
+			// What streamed so far was the model thinking aloud before its
+			// tools: it becomes a commentary beat and the bubble starts over.
+			t.mu.Lock()
+			text, id := t.text, t.streamID
+			t.text = ""
+			t.mu.Unlock()
+			if text == "" {
+				text = e.Text
+			}
+			if started {
+				g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: ""})
+			}
+			if strings.TrimSpace(text) != "" {
+				g.commit(fin, nil, &core.Event{Type: core.EvCommentary, Lane: lk, StreamID: core.NewID("m_"), Text: text})
+			}
+		case agent.File:
+			g.systemMessage(fin, lk, "📎 The agent offered a file: "+homeRelative(e.Path))
 		case agent.ToolStart, agent.ToolProgress:
 			typ := core.EvToolStart
 			if e.Kind == agent.ToolProgress {
@@ -183,10 +226,20 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			if e.Cost != nil {
 				cost = e.Cost
 			}
+			if e.Cwd != "" {
+				cwd = homeRelative(e.Cwd)
+			}
 		}
 	}
 
-	err := g.cfg.Agent.Run(ctx, agent.Turn{Lane: lk, Input: pt.msg.Text, Media: pt.msg.Media, Steer: t.steer}, emit)
+	g.mu.Lock()
+	todos := l.todos
+	g.mu.Unlock()
+	err = g.cfg.Agent.Run(ctx, agent.Turn{
+		Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: pt.msg.Media, Steer: t.steer,
+		Settings: g.agentSettings(lk, settings), History: history, Record: record, Cwd: g.cfg.Workdir,
+		Asker: laneAsker{g: g, lane: lk}, Todos: todos,
+	}, emit)
 	stopped := ctx.Err() != nil
 	t.mu.Lock()
 	t.ran = true
@@ -219,9 +272,9 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		m := core.Message{
 			ID: id, Lane: lk, Role: core.RoleAssistant, Text: text, Model: model, Tokens: tokens,
 			TS: start.UnixMilli(), Stopped: stopped || err != nil,
-			Runtime: &core.Runtime{Model: bareModel(model), ContextPct: contextPct, Latency: &latency, Cost: cost},
+			Runtime: &core.Runtime{Model: bareModel(model), ContextPct: contextPct, Cwd: cwd, Latency: &latency, Cost: cost},
 		}
-		if g.cfg.ShowReasoning {
+		if g.showReasoning(settings) {
 			m.Reasoning = reasoning.String()
 		}
 		ferr := g.commit(fin, func(tx *store.Tx) error { return tx.FinishMessage(m) },
@@ -244,7 +297,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := g.commit(fin, nil, idle); err != nil {
+	if err := g.commit(fin, func(tx *store.Tx) error { return tx.EndTurn(pt.msg.ID) }, idle); err != nil {
 		g.log.Error("turn: agent.idle", "lane", lk.String(), "err", err)
 	}
 	for _, r := range reqs[min(1, len(reqs)):] {

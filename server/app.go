@@ -32,6 +32,11 @@ type AppConfig struct {
 	QueueLimits   hub.Limits
 	Server        Config
 	Log           *slog.Logger
+	// Workdir is where the agent's tools run; AskTimeout bounds approvals
+	// and questions; FastModel is what /fast switches to.
+	Workdir    string
+	AskTimeout time.Duration
+	FastModel  string
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -90,6 +95,7 @@ func Open(cfg AppConfig) (*App, error) {
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
+		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel,
 	})
 	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
 

@@ -53,7 +53,6 @@ func TestBadFrames(t *testing.T) {
 		{"cursor not a number", `{"v":1,"id":12,"type":"sync","payload":{"cursor":"latest"}}`, 12},
 		{"second hello", `{"v":1,"id":13,"type":"hello","payload":{"token":"test-token"}}`, 13},
 		{"unavailable request", `{"v":1,"id":14,"type":"search","payload":{"query":"x"}}`, 14},
-		{"unavailable command catalog", `{"v":1,"id":15,"type":"commands.catalog","payload":{}}`, 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := a.In(t)

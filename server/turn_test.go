@@ -383,6 +383,12 @@ func TestAutoThread(t *testing.T) {
 			// A minted thread would have been announced before the echo.
 			got := until(t, a, reply(echo.ID))
 			none(t, "phone", got, func(f client.Frame) bool { return f.Type == "channel.created" })
+			if strings.HasPrefix(tc.text, "/") { // a command: answered by the gateway, no turn
+				a.Expect("message", func(f client.Frame) bool {
+					return testgw.Str(t, f, "role") == "system" && f.ChatID == tc.lane.ChatID && f.ThreadID == tc.lane.ThreadID
+				})
+				return
+			}
 			a.Expect("agent.idle", func(f client.Frame) bool { return f.ChatID == tc.lane.ChatID && f.ThreadID == tc.lane.ThreadID })
 		})
 	}

@@ -86,3 +86,50 @@ func (s *Store) Approve(ctx context.Context, command string) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO approvals (command, created) VALUES (?, ?) ON CONFLICT DO NOTHING`, command, now())
 	return err
 }
+
+// QueuedTurn is a turn the gateway owes a lane: a person's message waiting
+// for (or getting) its answer. Kept so a restart answers it.
+type QueuedTurn struct {
+	MessageID string
+	Lane      core.Lane
+	Running   bool
+}
+
+// QueueTurn records that messageID awaits an agent turn.
+func (t *Tx) QueueTurn(lane core.Lane, messageID string) error {
+	_, err := t.tx.Exec(`INSERT INTO turns (message_id, chat_id, thread_id) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
+		messageID, lane.ChatID, lane.ThreadID)
+	return err
+}
+
+// StartTurn marks a turn as running.
+func (t *Tx) StartTurn(messageID string) error {
+	_, err := t.tx.Exec(`UPDATE turns SET running = 1 WHERE message_id = ?`, messageID)
+	return err
+}
+
+// EndTurn forgets a finished turn.
+func (t *Tx) EndTurn(messageID string) error {
+	_, err := t.tx.Exec(`DELETE FROM turns WHERE message_id = ?`, messageID)
+	return err
+}
+
+// Turns lists the turns owed, oldest first.
+func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []QueuedTurn
+	for rows.Next() {
+		var q QueuedTurn
+		var running int
+		if err := rows.Scan(&q.MessageID, &q.Lane.ChatID, &q.Lane.ThreadID, &running); err != nil {
+			return nil, err
+		}
+		q.Running = running == 1
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}

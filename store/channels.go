@@ -120,7 +120,7 @@ func (t *Tx) DeleteChannel(chatID string) ([]core.Channel, error) {
 			lane = `chat_id = ? AND thread_id = ?`
 			args = append(args, l.ThreadID)
 		}
-		for _, table := range []string{"outbox", "reads", "messages"} {
+		for _, table := range []string{"outbox", "reads", "messages", "conversation", "lane_settings", "turns"} {
 			if _, err := t.tx.Exec(`DELETE FROM `+table+` WHERE `+lane, args...); err != nil {
 				return nil, err
 			}

@@ -81,6 +81,7 @@ func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
 		`DELETE FROM reads WHERE message_id IN ` + in + inLane,
 		`DELETE FROM outbox WHERE type != 'message.deleted' AND message_id IN ` + in + inLane,
 		`DELETE FROM conversation WHERE message_id IN ` + in + inLane,
+		`DELETE FROM turns WHERE message_id IN ` + in + inLane,
 	} {
 		if _, err := t.tx.Exec(q, args...); err != nil {
 			return err

@@ -221,6 +221,14 @@ CREATE TABLE approvals (
 	command TEXT PRIMARY KEY,
 	created INTEGER NOT NULL
 );
+
+CREATE TABLE turns (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id TEXT NOT NULL UNIQUE,
+	chat_id    TEXT NOT NULL,
+	thread_id  TEXT NOT NULL DEFAULT '',
+	running    INTEGER NOT NULL DEFAULT 0
+);
 `}
 
 func now() int64 { return time.Now().UnixMilli() }

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/server"
 )
 
@@ -22,13 +21,13 @@ type ServeCmd struct {
 	LogFormat     string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
 	LogLevel      string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
 	ShowReasoning bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
-	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY"`
 	OutboxKeep    int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
 	OutboxMaxAge  time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
 	MaxFrame      int64         `help:"Largest WebSocket frame accepted, in bytes." default:"1048576" env:"IRISGATE_MAX_FRAME"`
 	HelloTimeout  time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
 	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
 	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
+	AgentFlags
 }
 
 // Run starts the gateway and serves until SIGINT or SIGTERM.
@@ -38,9 +37,14 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	ag, err := c.AgentFlags.build(log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	app, err := server.Open(server.AppConfig{
 		DataDir: c.Data, Token: c.Token, Log: log,
-		Agent:         &agent.Echo{Delay: c.EchoDelay},
+		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval},
 	})

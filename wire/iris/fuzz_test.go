@@ -400,10 +400,6 @@ func FuzzDispatch(f *testing.F) {
 // malformed request gets unsupported with its id"), or the app waits for
 // its answer forever.
 func TestMalformedEnvelopeKeepsID(t *testing.T) {
-	t.Skip("BUG: wire/iris/session.go decode() returns id 0 whenever json.Unmarshal of the envelope fails, although " +
-		"encoding/json still fills the other members (here the id) and only reports the first type error: a request " +
-		"whose type/chat_id/thread_id/v has the wrong JSON type gets an error frame without its id. Fix: on an " +
-		"*json.UnmarshalTypeError keep decoding the id from env.ID (parse it as on success) before returning the error.")
 	for _, in := range []string{
 		`{"v":1,"id":7,"type":5,"payload":{}}`,
 		`{"v":1,"id":7,"type":"ping","chat_id":5,"payload":{}}`,

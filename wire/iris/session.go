@@ -251,10 +251,35 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		return s.channel(ctx, env, id)
 	case "search", "media.upload.start", "media.upload.end", "media.pull":
 		return core.Errorf(core.CodeUnsupported, "%s is not available on this gateway yet", env.Type)
-	case "commands.catalog", "commands.complete":
-		return core.Errorf(core.CodeUnsupported, "%s is not available on this gateway yet", env.Type)
+	case "commands.catalog":
+		s.reply(id, "commands.catalog", core.Lane{}, struct {
+			Commands []commandJSON `json:"commands"`
+		}{catalog(gw.Commands())})
+	case "commands.complete":
+		var p struct {
+			Prefix string `json:"prefix"`
+		}
+		if err := payload(env, &p); err != nil {
+			return err
+		}
+		matches := []commandJSON{}
+		for _, c := range gateway.Complete(p.Prefix) {
+			matches = append(matches, commandJSON{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint})
+		}
+		s.reply(id, "commands.complete", core.Lane{}, struct {
+			Prefix  string        `json:"prefix"`
+			Matches []commandJSON `json:"matches"`
+		}{p.Prefix, matches})
 	case "picker.select":
-		// No picker is pending in this gateway: a stale selection is a no-op.
+		var p struct {
+			PickerID string `json:"picker_id"`
+			Value    string `json:"value"`
+		}
+		if err := payload(env, &p); err != nil {
+			return err
+		}
+		// An unknown or expired picker is a no-op, without a reply.
+		return gw.SelectPicker(ctx, s.caller(id), p.PickerID, p.Value)
 	default:
 		// Unknown types are ignored, for forward compatibility.
 	}
@@ -371,16 +396,23 @@ func errorFrame(id int64, e *core.Error) []byte {
 // unsupported error and, where it could be read, the id.
 func decode(data []byte) (*inEnvelope, int64, error) {
 	var env inEnvelope
-	if err := json.Unmarshal(data, &env); err != nil {
+	err := json.Unmarshal(data, &env)
+	// A type error leaves the other fields decoded: the id, if it is one,
+	// still goes on the error so the app's request is answered.
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
 		return nil, 0, core.Errorf(core.CodeUnsupported, "malformed frame: %s", jsonError(err))
 	}
 	var id int64
 	if len(env.ID) > 0 && !bytes.Equal(env.ID, []byte("null")) {
-		n, err := strconv.ParseInt(string(env.ID), 10, 64)
-		if err != nil {
+		n, perr := strconv.ParseInt(string(env.ID), 10, 64)
+		if perr != nil {
 			return nil, 0, core.Errorf(core.CodeUnsupported, "id must be an integer")
 		}
 		id = n
+	}
+	if err != nil {
+		return nil, id, core.Errorf(core.CodeUnsupported, "malformed frame: %s", jsonError(err))
 	}
 	if env.V != nil && *env.V != Version {
 		return nil, id, errBadVersion
@@ -424,4 +456,21 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+type commandJSON struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	ArgsHint    string    `json:"args_hint"`
+	Category    string    `json:"category,omitempty"`
+	Aliases     *[]string `json:"aliases,omitempty"`
+}
+
+func catalog(cs []gateway.Command) []commandJSON {
+	out := make([]commandJSON, len(cs))
+	for i, c := range cs {
+		aliases := append([]string{}, c.Aliases...)
+		out[i] = commandJSON{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint, Category: c.Category, Aliases: &aliases}
+	}
+	return out
 }

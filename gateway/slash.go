@@ -1,0 +1,508 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Command is a slash command of the gateway's catalog.
+type Command struct {
+	Name        string // with the slash
+	Aliases     []string
+	Description string
+	ArgsHint    string
+	Category    string
+	run         func(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error
+}
+
+// Commands is the catalog, in the order /help shows it.
+func (g *Gateway) Commands() []Command { return commands }
+
+var commands []Command
+
+func init() {
+	commands = []Command{
+		{Name: "/new", Aliases: []string{"/reset"}, Description: "Start a new session (fresh conversation, approvals and todo list)", ArgsHint: "", Category: "Session", run: cmdNew},
+		{Name: "/retry", Description: "Answer your last message again", Category: "Session", run: cmdRetry},
+		{Name: "/undo", Description: "Remove your last message and its reply", Category: "Session", run: cmdUndo},
+		{Name: "/title", Description: "Rename this chat", ArgsHint: "<name>", Category: "Session", run: cmdTitle},
+		{Name: "/stop", Description: "Stop the running turn", Category: "Session", run: cmdStop},
+		{Name: "/steer", Description: "Redirect the running turn", ArgsHint: "<text>", Category: "Session", run: cmdSteer},
+		{Name: "/queue", Description: "Queue a message to run after the current turn", ArgsHint: "<text>", Category: "Session", run: cmdQueue},
+		{Name: "/model", Description: "Switch model", ArgsHint: "[provider/model]", Category: "Configuration", run: cmdModel},
+		{Name: "/reasoning", Description: "Set reasoning effort, or show/hide reasoning", ArgsHint: "[none|minimal|low|medium|high|show|hide]", Category: "Configuration", run: cmdReasoning},
+		{Name: "/fast", Description: "Fast mode: minimal reasoning (and the fast model, when one is set)", ArgsHint: "[on|off]", Category: "Configuration", run: cmdFast},
+		{Name: "/yolo", Description: "Run commands without asking, for this session (toggle)", Category: "Tools & Skills", run: cmdYolo},
+		{Name: "/approve", Description: "Approve the pending command", ArgsHint: "[session|always]", Category: "Tools & Skills", run: cmdApprove},
+		{Name: "/deny", Description: "Deny the pending command", Category: "Tools & Skills", run: cmdDeny},
+		{Name: "/status", Description: "Show session status", Category: "Info", run: cmdStatus},
+		{Name: "/help", Description: "List the commands", Category: "Info", run: cmdHelp},
+	}
+}
+
+var slashRe = regexp.MustCompile(`^/([A-Za-z][\w-]*)(?:\s+([\s\S]*))?$`)
+
+// parseSlash splits "/cmd args"; ok is false for text that is not a
+// command at all (like "/usr/bin is…").
+func parseSlash(text string) (name, args string, ok bool) {
+	m := slashRe.FindStringSubmatch(strings.TrimSpace(text))
+	if m == nil {
+		return "", "", false
+	}
+	return "/" + strings.ToLower(m[1]), strings.TrimSpace(m[2]), true
+}
+
+func findCommand(name string) *Command {
+	for i := range commands {
+		c := &commands[i]
+		if c.Name == name {
+			return c
+		}
+		for _, a := range c.Aliases {
+			if a == name {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// runSlash runs a slash command typed in a lane. Unknown commands get a
+// helpful reply, never a model call.
+func (g *Gateway) runSlash(ctx context.Context, from Caller, lk core.Lane, name, args string) {
+	c := findCommand(name)
+	if c == nil {
+		hint := ""
+		if m := Complete(name); len(m) > 0 {
+			hint = " Did you mean " + m[0].Name + "?"
+		}
+		g.systemMessage(ctx, lk, fmt.Sprintf("Unknown command %s.%s Type /help for the list.", name, hint))
+		return
+	}
+	if err := c.run(ctx, g, from, lk, args); err != nil {
+		g.systemMessage(ctx, lk, c.Name+": "+core.AsError(err).Message)
+	}
+}
+
+// Complete returns the commands matching a typed prefix: first those whose
+// name or alias starts with it, then fuzzy (the letters in order).
+func Complete(prefix string) []Command {
+	p := strings.ToLower(strings.TrimSpace(prefix))
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	var exact, fuzzy []Command
+	for _, c := range commands {
+		names := append([]string{c.Name}, c.Aliases...)
+		switch {
+		case anyPrefix(names, p):
+			exact = append(exact, c)
+		case anySubsequence(names, p[1:]):
+			fuzzy = append(fuzzy, c)
+		}
+	}
+	return append(exact, fuzzy...)
+}
+
+func anyPrefix(names []string, p string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func anySubsequence(names []string, p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, n := range names {
+		i := 0
+		for _, r := range n[1:] {
+			if i < len(p) && byte(r) == p[i] {
+				i++
+			}
+		}
+		if i == len(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdHelp(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string) error {
+	var b strings.Builder
+	b.WriteString("Commands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "%s %s — %s", c.Name, c.ArgsHint, c.Description)
+		if len(c.Aliases) > 0 {
+			fmt.Fprintf(&b, " (also %s)", strings.Join(c.Aliases, ", "))
+		}
+		b.WriteByte('\n')
+	}
+	g.systemMessage(ctx, lk, strings.TrimSpace(b.String()))
+	return nil
+}
+
+// modelLister is an agent that offers a choice of models.
+type modelLister interface {
+	Providers() []agent.Provider
+	Resolve(agent.Settings) (agent.Provider, agent.ModelInfo)
+}
+
+func cmdStatus(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string) error {
+	s := g.settings(ctx, lk)
+	as := g.agentSettings(lk, s)
+	var b strings.Builder
+	if ml, ok := g.cfg.Agent.(modelLister); ok {
+		p, m := ml.Resolve(as)
+		fmt.Fprintf(&b, "Model: %s (provider %s)\n", m.ID, p.ID)
+	} else {
+		fmt.Fprintf(&b, "Backend: %s. No model is configured, so replies are echoes: set OPENAI_BASE_URL, OPENAI_API_KEY and IRISGATE_MODEL to talk to a model.\n", g.cfg.Agent.Name())
+	}
+	reasoning := as.Reasoning
+	if reasoning == "" {
+		reasoning = "model default"
+	}
+	fmt.Fprintf(&b, "Reasoning: %s, shown: %v, fast: %v\n", reasoning, g.showReasoning(s), s.Fast)
+	conv, _ := g.st.Conversation(ctx, lk)
+	fmt.Fprintf(&b, "Conversation: %d entries\n", len(conv))
+	g.mu.Lock()
+	queued, running := 0, false
+	if l := g.lanes[lk]; l != nil {
+		queued, running = len(l.pending), l.running != nil
+	}
+	g.mu.Unlock()
+	fmt.Fprintf(&b, "Turn running: %v, queued: %d\n", running, queued)
+	fmt.Fprintf(&b, "Approvals: %s\n", map[bool]string{true: "off (/yolo)", false: "on"}[as.Yolo])
+	fmt.Fprintf(&b, "Working directory: %s", homeRelative(g.cfg.Workdir))
+	g.systemMessage(ctx, lk, b.String())
+	return nil
+}
+
+func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
+	reset := func(ctx context.Context) error {
+		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		delete(g.sessions, lk)
+		hadTodos := false
+		if l := g.lanes[lk]; l != nil {
+			hadTodos = len(l.todos) > 0
+			l.todos = nil
+		}
+		g.mu.Unlock()
+		if hadTodos {
+			g.publish(&core.Event{Type: core.EvTodo, Lane: lk, Todos: []core.Todo{}})
+		}
+		g.systemMessage(ctx, lk, "✨ New session: the agent starts with a fresh conversation.")
+		return nil
+	}
+	conv, err := g.st.Conversation(ctx, lk)
+	if err != nil {
+		return err
+	}
+	if len(conv) == 0 {
+		return reset(ctx)
+	}
+	return g.openPicker(ctx, lk, &picker{
+		p: core.Picker{Kind: "confirm", Title: "Start a new session? The agent forgets this conversation.", Choices: []core.Choice{
+			{Value: "once", Label: "Start new session"}, {Value: "cancel", Label: "Cancel"},
+		}},
+		onSelect: func(ctx context.Context, _ Caller, v string) error {
+			if v != "once" {
+				g.systemMessage(ctx, lk, "Kept the current session.")
+				return nil
+			}
+			return reset(ctx)
+		},
+	})
+}
+
+func cmdModel(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	ml, ok := g.cfg.Agent.(modelLister)
+	if !ok {
+		return core.Errorf(core.CodeUnsupported, "no model is configured (the demo echo agent answers); set OPENAI_BASE_URL, OPENAI_API_KEY and IRISGATE_MODEL")
+	}
+	set := func(ctx context.Context, v string) error {
+		s := g.settings(ctx, lk)
+		prov, model, found := strings.Cut(v, "/")
+		if !found || !providerExists(ml, prov) {
+			// "model" alone, or a vendor-prefixed id like openai/gpt-5 on
+			// the current provider.
+			cur, _ := ml.Resolve(g.agentSettings(lk, s))
+			prov, model = cur.ID, v
+		}
+		s.Provider, s.Model = prov, model
+		if err := g.saveSettings(ctx, lk, s); err != nil {
+			return err
+		}
+		g.systemMessage(ctx, lk, fmt.Sprintf("Model: %s (provider %s).", model, prov))
+		return nil
+	}
+	if args != "" {
+		return set(ctx, args)
+	}
+	cur, curModel := ml.Resolve(g.agentSettings(lk, g.settings(ctx, lk)))
+	p := core.Picker{Kind: "model", Title: "Model", CurrentModel: curModel.ID, CurrentProvider: cur.ID}
+	for _, pr := range ml.Providers() {
+		cp := core.Provider{ID: pr.ID, Label: orDefault(pr.Label, pr.ID)}
+		for _, m := range pr.Models {
+			cp.Models = append(cp.Models, core.Choice{Value: m.ID, Label: orDefault(m.Label, m.ID)})
+		}
+		p.Providers = append(p.Providers, cp)
+	}
+	return g.openPicker(ctx, lk, &picker{p: p, onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) }})
+}
+
+func providerExists(ml modelLister, id string) bool {
+	for _, p := range ml.Providers() {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+var reasoningLevels = []string{"none", "minimal", "low", "medium", "high"}
+
+func cmdReasoning(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args string) error {
+	set := func(ctx context.Context, v string) error {
+		s := g.settings(ctx, lk)
+		switch v {
+		case "show", "hide":
+			on := v == "show"
+			s.ShowReasoning = &on
+		default:
+			if !contains(reasoningLevels, v) {
+				return core.Errorf(core.CodeUnsupported, "unknown level %q: use %s, show or hide", v, strings.Join(reasoningLevels, ", "))
+			}
+			s.Reasoning = v
+		}
+		if err := g.saveSettings(ctx, lk, s); err != nil {
+			return err
+		}
+		g.systemMessage(ctx, lk, fmt.Sprintf("Reasoning effort: %s, shown: %v.", orDefault(s.Reasoning, "model default"), g.showReasoning(s)))
+		return nil
+	}
+	if args != "" {
+		return set(ctx, strings.ToLower(args))
+	}
+	s := g.settings(ctx, lk)
+	p := core.Picker{Kind: "choice", Title: "Reasoning effort"}
+	for _, l := range reasoningLevels {
+		p.Choices = append(p.Choices, core.Choice{Value: l, Label: strings.ToUpper(l[:1]) + l[1:], IsCurrent: s.Reasoning == l})
+	}
+	show := g.showReasoning(s)
+	p.Choices = append(p.Choices, core.Choice{Value: "show", Label: "Show reasoning", IsCurrent: show}, core.Choice{Value: "hide", Label: "Hide reasoning", IsCurrent: !show})
+	return g.openPicker(ctx, lk, &picker{p: p, onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) }})
+}
+
+func cmdFast(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args string) error {
+	set := func(ctx context.Context, v string) error {
+		s := g.settings(ctx, lk)
+		switch v {
+		case "on":
+			s.Fast = true
+		case "off":
+			s.Fast = false
+		default:
+			return core.Errorf(core.CodeUnsupported, "use /fast on or /fast off")
+		}
+		if err := g.saveSettings(ctx, lk, s); err != nil {
+			return err
+		}
+		g.systemMessage(ctx, lk, "Fast mode "+v+".")
+		return nil
+	}
+	if args != "" {
+		return set(ctx, strings.ToLower(args))
+	}
+	s := g.settings(ctx, lk)
+	return g.openPicker(ctx, lk, &picker{
+		p: core.Picker{Kind: "choice", Title: "Fast mode", Choices: []core.Choice{
+			{Value: "on", Label: "On", IsCurrent: s.Fast}, {Value: "off", Label: "Off", IsCurrent: !s.Fast},
+		}},
+		onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) },
+	})
+}
+
+func cmdYolo(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string) error {
+	g.mu.Lock()
+	ss := g.laneSession(lk)
+	ss.yolo = !ss.yolo
+	on := ss.yolo
+	g.mu.Unlock()
+	if on {
+		g.systemMessage(ctx, lk, "⚠️ YOLO: commands run without asking until /yolo again or /new.")
+	} else {
+		g.systemMessage(ctx, lk, "Approvals are back on.")
+	}
+	return nil
+}
+
+func cmdApprove(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	id := g.pendingApproval(lk)
+	if id == "" {
+		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
+	}
+	v := "once"
+	switch strings.ToLower(args) {
+	case "", "once":
+	case "session", "always":
+		v = strings.ToLower(args)
+	default:
+		return core.Errorf(core.CodeUnsupported, "use /approve, /approve session or /approve always")
+	}
+	return g.SelectPicker(ctx, from, id, v)
+}
+
+func cmdDeny(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
+	id := g.pendingApproval(lk)
+	if id == "" {
+		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
+	}
+	return g.SelectPicker(ctx, from, id, "deny")
+}
+
+func cmdStop(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
+	return g.Stop(ctx, Caller{}, lk)
+}
+
+func cmdSteer(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	if args == "" {
+		return core.Errorf(core.CodeUnsupported, "usage: /steer <text>")
+	}
+	return g.Steer(ctx, Caller{Conn: from.Conn}, lk, args)
+}
+
+func cmdQueue(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	if args == "" {
+		return core.Errorf(core.CodeUnsupported, "usage: /queue <text>")
+	}
+	return g.Send(ctx, Caller{Conn: from.Conn}, SendRequest{Lane: lk, Text: args})
+}
+
+func cmdTitle(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	if args == "" {
+		return core.Errorf(core.CodeUnsupported, "usage: /title <name>")
+	}
+	id := lk.ChatID
+	if lk.ThreadID != "" {
+		id = lk.ThreadID
+	}
+	return g.ChangeChannel(ctx, Caller{}, id, ChannelChange{Name: &args})
+}
+
+// lastExchange finds the lane's newest user message and the replies after it.
+func (g *Gateway) lastExchange(ctx context.Context, lk core.Lane) (user core.Message, after []string, err error) {
+	ms, _, err := g.st.History(ctx, lk, "", 50)
+	if err != nil {
+		return user, nil, err
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Role == core.RoleUser && !isSlash(ms[i].Text) {
+			for _, m := range ms[i+1:] {
+				after = append(after, m.ID)
+			}
+			return ms[i], after, nil
+		}
+	}
+	return user, nil, core.Errorf(core.CodeNotFound, "there is no message of yours to go back to")
+}
+
+func isSlash(text string) bool {
+	_, _, ok := parseSlash(text)
+	return ok
+}
+
+func (g *Gateway) laneBusy(lk core.Lane) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.lanes[lk]
+	return l != nil && (l.running != nil || len(l.pending) > 0)
+}
+
+func cmdUndo(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
+	if g.laneBusy(lk) {
+		return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
+	}
+	user, after, err := g.lastExchange(ctx, lk)
+	if err != nil {
+		return err
+	}
+	ids := append([]string{user.ID}, after...)
+	if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.TruncateConversation(lk, user.ID); err != nil {
+			return err
+		}
+		return tx.DeleteMessages(lk, ids)
+	}, &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids}); err != nil {
+		return err
+	}
+	g.systemMessage(ctx, lk, "↩️ Removed your last message and its reply.")
+	return nil
+}
+
+func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
+	if g.laneBusy(lk) {
+		return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
+	}
+	user, after, err := g.lastExchange(ctx, lk)
+	if err != nil {
+		return err
+	}
+	var ev *core.Event
+	if len(after) > 0 {
+		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
+	}
+	if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.TruncateConversation(lk, user.ID); err != nil {
+			return err
+		}
+		return tx.DeleteMessages(lk, after)
+	}, ev); err != nil {
+		return err
+	}
+	return g.enqueue(pendingTurn{msg: user, origin: from.Conn})
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// homeRelative shows a path under the home directory as ~/….
+func homeRelative(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p
+	}
+	if p == home {
+		return "~"
+	}
+	if rel, ok := strings.CutPrefix(p, home+string(os.PathSeparator)); ok {
+		return "~/" + rel
+	}
+	return p
+}
