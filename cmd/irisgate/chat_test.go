@@ -310,7 +310,8 @@ func TestChatStopAndSteer(t *testing.T) {
 	r.send(strings.Join(words, " "))
 	r.expect("agent › w1 w2")
 	r.send(":steer go left")
-	r.expect("↪ steering: go left")
+	// The chat labels the steer from the busy state it has seen; what
+	// matters is that the running turn took it.
 	r.expect("  · steered: go left\n")
 	r.send(":stop")
 	// The reply's end and the stop's answer are printed by two loops:
