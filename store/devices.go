@@ -11,6 +11,7 @@ type Device struct {
 	Name             string
 	FCMToken         string
 	NtfyTopic        string
+	WebPush          string // Web Push subscription, JSON
 	LastPushedCursor int64
 	// Proven is the set of outbox cursors the device is known to have,
 	// in the encoding of package hub's interval set.
@@ -20,8 +21,8 @@ type Device struct {
 // Device loads a device; a device never seen has zero fields but its ID.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
-	err := s.r.QueryRowContext(ctx, `SELECT name, fcm_token, ntfy_topic, last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).
-		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &d.LastPushedCursor, &d.Proven)
+	err := s.r.QueryRowContext(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).
+		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &d.WebPush, &d.LastPushedCursor, &d.Proven)
 	if err == sql.ErrNoRows {
 		err = nil
 	}

@@ -1,0 +1,79 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	webpush "github.com/SherClockHolmes/webpush-go"
+
+	"github.com/irisgate/irisgate/store"
+)
+
+// WebPush sends encrypted notifications to browser subscriptions.
+type WebPush struct {
+	PublicKey  string // VAPID, base64url; offered to browsers
+	PrivateKey string
+	Subscriber string // contact (mailto: or https:) in the VAPID token
+	Client     *http.Client
+}
+
+// GenerateVAPID makes a new VAPID key pair.
+func GenerateVAPID() (public, private string, err error) {
+	private, public, err = webpush.GenerateVAPIDKeys()
+	return public, private, err
+}
+
+// Name implements Backend.
+func (w *WebPush) Name() string { return "webpush" }
+
+// Address implements Backend: the subscription JSON.
+func (w *WebPush) Address(d store.Device) string { return d.WebPush }
+
+// Send implements Backend.
+func (w *WebPush) Send(ctx context.Context, subscription string, n Note) error {
+	var sub webpush.Subscription
+	if err := json.Unmarshal([]byte(subscription), &sub); err != nil || sub.Endpoint == "" {
+		return ErrGone // unusable: drop it
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"title": n.Title, "body": n.Body, "chat_id": n.ChatID, "thread_id": n.ThreadID, "cursor": n.Cursor, "type": n.Kind,
+	})
+	opts := &webpush.Options{
+		Subscriber: w.Subscriber, VAPIDPublicKey: w.PublicKey, VAPIDPrivateKey: w.PrivateKey,
+		TTL: 24 * 3600, Topic: topic(n.Collapse), Urgency: webpush.UrgencyHigh,
+	}
+	if w.Client != nil {
+		opts.HTTPClient = w.Client
+	}
+	res, err := webpush.SendNotificationWithContext(ctx, payload, &sub, opts)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
+	switch {
+	case res.StatusCode/100 == 2:
+		return nil
+	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
+		return ErrGone
+	}
+	return httpError("webpush", res.StatusCode, string(body))
+}
+
+// topic makes a collapse key fit the Topic header (≤ 32 URL-safe chars).
+func topic(s string) string {
+	const ok = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	out := make([]byte, 0, 32)
+	for i := 0; i < len(s) && len(out) < 32; i++ {
+		c := s[i]
+		for j := 0; j < len(ok); j++ {
+			if ok[j] == c {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return string(out)
+}
