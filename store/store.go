@@ -229,7 +229,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema}
+`, pushSchema, cronSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 
