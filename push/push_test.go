@@ -1,0 +1,328 @@
+package push
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/hkdf"
+
+	"github.com/irisgate/irisgate/store"
+)
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// fakeGoogle is an OAuth2 token endpoint (JWT bearer grant) and an FCM v1
+// endpoint that checks the bearer token it minted and the payload shape.
+type fakeGoogle struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	tokens   int // tokens minted
+	messages []map[string]any
+	gone     map[string]bool // device tokens to answer UNREGISTERED
+	fail     int             // next N sends answer 500
+}
+
+func newFakeGoogle(t *testing.T) *fakeGoogle {
+	f := &fakeGoogle{gone: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || strings.Count(r.Form.Get("assertion"), ".") != 2 {
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		f.tokens++
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"access_token":"ya29.fake","expires_in":3600,"token_type":"Bearer"}`)
+	})
+	mux.HandleFunc("POST /v1/projects/demo-project/messages:send", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer ya29.fake" {
+			http.Error(w, `{"error":{"code":401,"status":"UNAUTHENTICATED"}}`, http.StatusUnauthorized)
+			return
+		}
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, "bad json", 400)
+			return
+		}
+		msg, _ := body["message"].(map[string]any)
+		tok, _ := msg["token"].(string)
+		if _, ok := msg["data"].(map[string]any); !ok || tok == "" {
+			http.Error(w, `{"error":{"code":400,"status":"INVALID_ARGUMENT"}}`, http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.fail > 0 {
+			f.fail--
+			http.Error(w, `{"error":{"code":500,"status":"INTERNAL"}}`, http.StatusInternalServerError)
+			return
+		}
+		if f.gone[tok] {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":{"code":404,"status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}`)
+			return
+		}
+		f.messages = append(f.messages, msg)
+		io.WriteString(w, `{"name":"projects/demo-project/messages/1"}`)
+	})
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func serviceAccount(t *testing.T, tokenURI string) []byte {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(key)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	b, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "demo-project", "private_key_id": "k1", "private_key": string(pemKey),
+		"client_email": "irisgate@demo-project.iam.gserviceaccount.com", "token_uri": tokenURI,
+	})
+	return b
+}
+
+func TestFCMSendsAndDropsUnregistered(t *testing.T) {
+	g := newFakeGoogle(t)
+	fcm, err := NewFCM(serviceAccount(t, g.srv.URL+"/token"), g.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	ctx := context.Background()
+	st.SeeDevice(ctx, store.Device{ID: "phone", FCMToken: "tok-phone"})
+	st.SeeDevice(ctx, store.Device{ID: "old", FCMToken: "tok-old"})
+	g.gone["tok-old"] = true
+	p := New(st, slog.Default(), Config{Backends: []Backend{fcm}, Content: ContentFull})
+
+	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "first", ChatID: "default", Cursor: 5, Kind: "message", Collapse: "default"})
+	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "second", ChatID: "default", Cursor: 7, Kind: "message", Collapse: "default"})
+	p.Enqueue(ctx, "old", Note{Title: "Agent", Body: "x", ChatID: "default", Cursor: 7, Kind: "message", Collapse: "default"})
+	p.SendDue(ctx)
+
+	if len(g.messages) != 1 {
+		t.Fatalf("%d FCM messages, want 1 (collapsed per lane)", len(g.messages))
+	}
+	data := g.messages[0]["data"].(map[string]any)
+	if data["body"] != "second" || data["cursor"] != "7" || data["chat_id"] != "default" {
+		t.Fatalf("data = %v", data)
+	}
+	if g.messages[0]["android"].(map[string]any)["collapse_key"] != "default" {
+		t.Fatalf("no collapse key: %v", g.messages[0])
+	}
+	d, _ := st.Device(ctx, "phone")
+	if d.LastPushedCursor != 7 {
+		t.Fatalf("last_pushed_cursor = %d", d.LastPushedCursor)
+	}
+	if d, _ := st.Device(ctx, "old"); d.FCMToken != "" {
+		t.Fatal("an UNREGISTERED token was kept")
+	}
+	// The OAuth2 token is cached across sends.
+	p.Enqueue(ctx, "phone", Note{Body: "third", Cursor: 9, Collapse: "other"})
+	p.SendDue(ctx)
+	if g.tokens != 1 {
+		t.Fatalf("minted %d tokens, want 1 cached", g.tokens)
+	}
+}
+
+func TestFailedPushIsRetriedWithBackoff(t *testing.T) {
+	g := newFakeGoogle(t)
+	fcm, _ := NewFCM(serviceAccount(t, g.srv.URL+"/token"), g.srv.URL, nil)
+	st := openStore(t)
+	ctx := context.Background()
+	st.SeeDevice(ctx, store.Device{ID: "phone", FCMToken: "tok"})
+	now := time.Unix(1_000_000, 0)
+	p := New(st, slog.Default(), Config{Backends: []Backend{fcm}, Now: func() time.Time { return now }})
+	g.fail = 1
+	p.Enqueue(ctx, "phone", Note{Body: "hi", Cursor: 3, Collapse: "default"})
+	p.SendDue(ctx)
+	if len(g.messages) != 0 {
+		t.Fatal("sent despite the failure")
+	}
+	if n, _ := st.PendingPushes(ctx); n != 1 {
+		t.Fatalf("%d pending after a failure, want it kept for a retry", n)
+	}
+	p.SendDue(ctx) // not due yet
+	if len(g.messages) != 0 {
+		t.Fatal("retried before the backoff")
+	}
+	now = now.Add(time.Minute)
+	p.SendDue(ctx)
+	if len(g.messages) != 1 {
+		t.Fatal("not retried after the backoff")
+	}
+	if n, _ := st.PendingPushes(ctx); n != 0 {
+		t.Fatalf("%d pending after success", n)
+	}
+}
+
+func TestNtfyHeaders(t *testing.T) {
+	var got *http.Request
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got, body = r, string(b)
+		if strings.HasSuffix(r.URL.Path, "/gone-topic") {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		io.WriteString(w, `{"id":"x","event":"message"}`)
+	}))
+	defer srv.Close()
+	n := &Ntfy{Server: srv.URL, Token: "tk_abc", Click: "https://example.invalid/app"}
+	st := openStore(t)
+	ctx := context.Background()
+	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "irisgate-phone"})
+	st.SeeDevice(ctx, store.Device{ID: "old", NtfyTopic: "gone-topic"})
+	p := New(st, slog.Default(), Config{Backends: []Backend{n}, Content: ContentPreview})
+	p.Enqueue(ctx, "phone", Note{Title: "Approval\nneeded", Body: strings.Repeat("long ", 50), Cursor: 4, Kind: "picker", Collapse: "default"})
+	p.SendDue(ctx)
+	if got == nil || got.URL.Path != "/irisgate-phone" {
+		t.Fatalf("published to %v", got)
+	}
+	if got.Header.Get("Authorization") != "Bearer tk_abc" || got.Header.Get("Title") != "Approval needed" ||
+		got.Header.Get("Priority") != "high" || got.Header.Get("Tags") != "question" || got.Header.Get("Click") == "" {
+		t.Fatalf("headers = %v", got.Header)
+	}
+	if len(body) > 110 || !strings.HasSuffix(body, "…") {
+		t.Fatalf("preview body = %q", body)
+	}
+	p.Enqueue(ctx, "old", Note{Body: "x", Cursor: 5, Collapse: "default"})
+	p.SendDue(ctx)
+	if d, _ := st.Device(ctx, "old"); d.NtfyTopic != "" {
+		t.Fatal("a gone topic was kept")
+	}
+}
+
+func TestIDsOnlyContent(t *testing.T) {
+	p := New(nil, slog.Default(), Config{Content: ContentIDs})
+	n := p.redact(Note{Title: "secret title", Body: "secret body"})
+	if strings.Contains(n.Title+n.Body, "secret") {
+		t.Fatalf("ids-only mode leaked %+v", n)
+	}
+}
+
+// TestWebPushEncryption decrypts what the browser would receive, with the
+// subscription's private key (RFC 8291, aes128gcm), to prove the
+// encryption is right rather than that bytes were sent.
+func TestWebPushEncryption(t *testing.T) {
+	uaKey, _ := ecdh.P256().GenerateKey(rand.Reader)
+	auth := make([]byte, 16)
+	rand.Read(auth)
+	var plain []byte
+	var headers http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		headers = r.Header
+		body, _ := io.ReadAll(r.Body)
+		var err error
+		plain, err = decryptAES128GCM(uaKey, auth, body)
+		if err != nil {
+			t.Errorf("decrypting: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	pub, priv, err := GenerateVAPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp := &WebPush{PublicKey: pub, PrivateKey: priv, Subscriber: "mailto:ops@example.invalid"}
+	sub, _ := json.Marshal(map[string]any{"endpoint": srv.URL + "/push/abc", "keys": map[string]string{
+		"p256dh": base64.RawURLEncoding.EncodeToString(uaKey.PublicKey().Bytes()),
+		"auth":   base64.RawURLEncoding.EncodeToString(auth),
+	}})
+	if err := wp.Send(context.Background(), string(sub), Note{Title: "Agent", Body: "hello ✓", ChatID: "default", Cursor: 12, Kind: "message", Collapse: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(plain, &got); err != nil {
+		t.Fatalf("decrypted payload %q: %v", plain, err)
+	}
+	if got["body"] != "hello ✓" || got["chat_id"] != "default" || got["cursor"] != float64(12) {
+		t.Fatalf("payload = %v", got)
+	}
+	if !strings.HasPrefix(headers.Get("Authorization"), "vapid t=") || headers.Get("Content-Encoding") != "aes128gcm" || headers.Get("Topic") != "default" {
+		t.Fatalf("headers = %v", headers)
+	}
+}
+
+// decryptAES128GCM is the receiving side of RFC 8291 / RFC 8188.
+func decryptAES128GCM(ua *ecdh.PrivateKey, authSecret, body []byte) ([]byte, error) {
+	if len(body) < 21 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	salt := body[:16]
+	rs := binary.BigEndian.Uint32(body[16:20])
+	idlen := int(body[20])
+	asPub := body[21 : 21+idlen]
+	ct := body[21+idlen:]
+	_ = rs
+	asKey, err := ecdh.P256().NewPublicKey(asPub)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := ua.ECDH(asKey)
+	if err != nil {
+		return nil, err
+	}
+	info := append(append([]byte("WebPush: info\x00"), ua.PublicKey().Bytes()...), asPub...)
+	ikm := make([]byte, 32)
+	io.ReadFull(hkdf.New(sha256.New, shared, authSecret, info), ikm)
+	cek := make([]byte, 16)
+	io.ReadFull(hkdf.New(sha256.New, ikm, salt, []byte("Content-Encoding: aes128gcm\x00")), cek)
+	nonce := make([]byte, 12)
+	io.ReadFull(hkdf.New(sha256.New, ikm, salt, []byte("Content-Encoding: nonce\x00")), nonce)
+	block, err := aes.NewCipher(cek)
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := gcm.Open(nil, nonce, ct, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Strip the padding delimiter (0x02 for the last record) and padding.
+	i := len(plain) - 1
+	for i >= 0 && plain[i] == 0 {
+		i--
+	}
+	if i < 0 || plain[i] != 2 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return plain[:i], nil
+}
