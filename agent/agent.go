@@ -52,6 +52,8 @@ type Msg struct {
 	ToolCalls  []ToolCall `json:",omitempty"`
 	ToolCallID string     `json:",omitempty"`
 	MessageID  string     `json:",omitempty"` // the chat message it stands for, if any
+	// Attachments are the files a person sent with a user message.
+	Attachments []Attachment `json:",omitempty"`
 }
 
 // ToolCall is a model's request to run a tool.

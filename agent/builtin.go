@@ -57,15 +57,20 @@ func terminalTool(ts *Tools) *Tool {
 			if limit == 0 {
 				limit = 32 << 10
 			}
-			return runCommand(ctx, env.Cwd, cmdline, timeout, limit, progress)
+			every := ts.ProgressEvery
+			if every <= 0 {
+				every = 2 * time.Second
+			}
+			return runCommand(ctx, env.Cwd, cmdline, timeout, limit, every, progress)
 		},
 	}
 }
 
 // runCommand runs a command in its own process group, so a stop or a
 // timeout kills everything it started, keeping the head and tail of its
-// output within limit bytes.
-func runCommand(ctx context.Context, dir, cmdline string, timeout time.Duration, limit int, progress func(string)) (string, error) {
+// output within limit bytes. While it runs it reports progress every
+// interval.
+func runCommand(ctx context.Context, dir, cmdline string, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.Command("bash", "-c", cmdline)
@@ -79,7 +84,7 @@ func runCommand(ctx context.Context, dir, cmdline string, timeout time.Duration,
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	start := time.Now()
 	for {

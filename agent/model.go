@@ -105,11 +105,22 @@ func (m *Model) Resolve(s Settings) (Provider, ModelInfo) {
 				return p, mi
 			}
 		}
-		if s.Model != "" && s.Provider != "" {
-			// A model not in the list is allowed: providers have more
-			// models than anyone configures.
-			return p, ModelInfo{ID: s.Model}
+	}
+	if s.Model != "" {
+		// A model not in the lists is allowed (providers have more models
+		// than anyone configures, and /fast may name one): it runs on the
+		// named provider, or the default one, with that provider's window.
+		p := m.cfg.Providers[0]
+		for _, q := range m.cfg.Providers {
+			if q.ID == s.Provider {
+				p = q
+			}
 		}
+		mi := ModelInfo{ID: s.Model}
+		if len(p.Models) > 0 {
+			mi.ContextLength = p.Models[0].ContextLength
+		}
+		return p, mi
 	}
 	return m.cfg.Providers[0], m.cfg.Providers[0].Models[0]
 }
@@ -126,7 +137,7 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	if record == nil {
 		record = func(Msg) {}
 	}
-	conv := append([]Msg(nil), t.History...)
+	conv := repair(t.History)
 	user := Msg{Role: "user", Content: t.Input, MessageID: t.InputID}
 	conv = append(conv, user)
 	record(user)
@@ -166,6 +177,11 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		}
 		res, err := m.stream(ctx, client, params, emit)
 		if err != nil {
+			if strings.TrimSpace(res.text) != "" {
+				// The person saw this much of the reply (it is kept,
+				// marked stopped): the model sees it next time too.
+				record(Msg{Role: "assistant", Content: res.text})
+			}
 			return err
 		}
 		totalTokens += res.completionTokens
@@ -194,16 +210,59 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 			emit(Event{Kind: TextIsCommentary, Text: res.text})
 		}
 		for _, call := range res.calls {
-			if err := ctx.Err(); err != nil {
-				return err
+			// Every call gets its result, even those a stop prevents: a
+			// conversation with an unanswered tool call is refused by the
+			// providers, and the lane could not go on.
+			out := notRun
+			if ctx.Err() == nil {
+				toolIndex++
+				out = m.cfg.Tools.run(ctx, env, toolIndex, call)
 			}
-			toolIndex++
-			out := m.cfg.Tools.run(ctx, env, toolIndex, call)
 			tm := Msg{Role: "tool", Content: out, ToolCallID: call.ID}
 			conv = append(conv, tm)
 			record(tm)
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
+}
+
+// notRun is the result of a tool call a stop prevented.
+const notRun = "error: not run: the person stopped the turn"
+
+// repair makes a stored conversation acceptable to the providers: each
+// assistant message's tool calls are followed by exactly one result each
+// (a missing one, left by a crash, becomes notRun), and results without
+// their call are dropped.
+func repair(history []Msg) []Msg {
+	out := make([]Msg, 0, len(history))
+	for i := 0; i < len(history); i++ {
+		m := history[i]
+		if m.Role == "tool" {
+			continue // an orphan: results are placed with their call below
+		}
+		out = append(out, m)
+		if m.Role != "assistant" || len(m.ToolCalls) == 0 {
+			continue
+		}
+		results := map[string]Msg{}
+		j := i + 1
+		for ; j < len(history) && history[j].Role == "tool"; j++ {
+			if _, dup := results[history[j].ToolCallID]; !dup {
+				results[history[j].ToolCallID] = history[j]
+			}
+		}
+		for _, c := range m.ToolCalls {
+			r, ok := results[c.ID]
+			if !ok {
+				r = Msg{Role: "tool", Content: notRun, ToolCallID: c.ID}
+			}
+			out = append(out, r)
+		}
+		i = j - 1
+	}
+	return out
 }
 
 type streamResult struct {
@@ -252,13 +311,13 @@ func (m *Model) stream(ctx context.Context, client openai.Client, params openai.
 			}
 		}
 	}
+	res.text = text.String()
 	if err := st.Err(); err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
 		return res, describeAPIError(err)
 	}
-	res.text = text.String()
 	idx := make([]int64, 0, len(calls))
 	for i := range calls {
 		idx = append(idx, i)
@@ -305,13 +364,15 @@ func describeAPIError(err error) error {
 		}
 		return fmt.Errorf("the model provider answered HTTP %d: %s", apiErr.StatusCode, truncate(apiErr.Message, 200))
 	}
-	return fmt.Errorf("the model's stream broke off: %v", err)
+	return fmt.Errorf("the model's stream broke off before the reply was complete (%v); what arrived is kept: send again or /retry", err)
 }
 
 // fitWindow returns the messages to send: the system prompt and as much
 // of the conversation as fits the context window, dropping whole oldest
 // exchanges first (never the current one), so a long conversation never
-// fails a request by outgrowing the model.
+// fails a request by outgrowing the model. When the current exchange alone
+// is too big (a turn with many tool rounds), the oldest tool outputs in it
+// are cut short.
 func fitWindow(system string, conv []Msg, window int) []Msg {
 	budget := window * 3 / 4 // room for the reply
 	budget -= estimateTokens(system)
@@ -324,12 +385,12 @@ func fitWindow(system string, conv []Msg, window int) []Msg {
 	}
 	total := 0
 	for _, m := range conv {
-		total += estimateTokens(m.Content) + estimateCalls(m.ToolCalls)
+		total += estimateMsg(m)
 	}
 	from := 0
 	for k := 0; k < len(starts)-1 && total > budget; k++ {
 		for i := starts[k]; i < starts[k+1]; i++ {
-			total -= estimateTokens(conv[i].Content) + estimateCalls(conv[i].ToolCalls)
+			total -= estimateMsg(conv[i])
 		}
 		from = starts[k+1]
 	}
@@ -337,8 +398,28 @@ func fitWindow(system string, conv []Msg, window int) []Msg {
 	if system != "" {
 		out = append(out, Msg{Role: "system", Content: system})
 	}
-	return append(out, conv[from:]...)
+	out = append(out, conv[from:]...)
+	// The newest round's results are what the model is about to read:
+	// they are cut last.
+	for i := range out {
+		if total <= budget {
+			break
+		}
+		if out[i].Role != "tool" || len(out[i].Content) <= shortOutput {
+			continue
+		}
+		before := estimateMsg(out[i])
+		out[i].Content = truncate(out[i].Content, shortOutput/2) + "\n[… output cut to fit the context window …]\n" + tail(out[i].Content, shortOutput/2)
+		total += estimateMsg(out[i]) - before
+	}
+	return out
 }
+
+// shortOutput is how much of an old tool output is kept when the window is
+// tight.
+const shortOutput = 512
+
+func estimateMsg(m Msg) int { return estimateTokens(m.Content) + estimateCalls(m.ToolCalls) }
 
 // estimateTokens is a conservative guess: about four bytes a token, plus
 // framing per message.

@@ -352,3 +352,71 @@ func TestCappedOutputKeepsHeadAndTail(t *testing.T) {
 		t.Fatalf("capped = %q", s)
 	}
 }
+
+func TestRepairAnswersEveryToolCall(t *testing.T) {
+	conv := repair([]Msg{
+		{Role: "tool", Content: "orphan", ToolCallID: "x"},
+		{Role: "user", Content: "go"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "a", Name: "terminal"}, {ID: "b", Name: "terminal"}}},
+		{Role: "tool", Content: "out a", ToolCallID: "a"},
+		{Role: "user", Content: "next"},
+	})
+	var got []string
+	for _, m := range conv {
+		got = append(got, m.Role+":"+m.ToolCallID)
+	}
+	if strings.Join(got, " ") != "user: assistant: tool:a tool:b user:" || conv[3].Content != notRun {
+		t.Fatalf("repaired %v", got)
+	}
+}
+
+func TestFitWindowCutsOldToolOutputs(t *testing.T) {
+	big := strings.Repeat("o", 3000)
+	conv := []Msg{
+		{Role: "user", Content: "go"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "1", Name: "terminal", Arguments: "{}"}}},
+		{Role: "tool", Content: big, ToolCallID: "1"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "2", Name: "terminal", Arguments: "{}"}}},
+		{Role: "tool", Content: big, ToolCallID: "2"},
+	}
+	out := fitWindow("", conv, 1000)
+	if len(out) != len(conv) || len(out[2].Content) >= len(big) || !strings.Contains(out[2].Content, "cut to fit") {
+		t.Fatalf("the oldest output was not cut: %d bytes", len(out[2].Content))
+	}
+	if conv[2].Content != big {
+		t.Fatal("fitWindow changed the conversation itself")
+	}
+	total := 0
+	for _, m := range out {
+		total += estimateMsg(m)
+	}
+	if total > 750 {
+		t.Fatalf("still %d tokens", total)
+	}
+}
+
+func TestResolveKeepsUnlistedModels(t *testing.T) {
+	m, err := NewModel(ModelConfig{Providers: []Provider{
+		{ID: "a", Models: []ModelInfo{{ID: "a1", ContextLength: 5000}}},
+		{ID: "b", Models: []ModelInfo{{ID: "b1", ContextLength: 7000}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s          Settings
+		prov, mod  string
+		contextLen int
+	}{
+		{Settings{}, "a", "a1", 5000},
+		{Settings{Model: "b1"}, "b", "b1", 7000},
+		{Settings{Provider: "b"}, "b", "b1", 7000},
+		{Settings{Model: "fast-one"}, "a", "fast-one", 5000}, // /fast's model, listed nowhere
+		{Settings{Provider: "b", Model: "vendor/x"}, "b", "vendor/x", 7000},
+	} {
+		p, mi := m.Resolve(c.s)
+		if p.ID != c.prov || mi.ID != c.mod || mi.ContextLength != c.contextLen {
+			t.Errorf("Resolve(%+v) = %s/%s (%d)", c.s, p.ID, mi.ID, mi.ContextLength)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type Tools struct {
 	// Timeout bounds one terminal command; OutputCap the output kept.
 	Timeout   time.Duration
 	OutputCap int
+	// ProgressEvery is how often a running terminal command reports
+	// tool.progress (default 2 s).
+	ProgressEvery time.Duration
 }
 
 func (ts *Tools) params() []openai.ChatCompletionToolUnionParam {

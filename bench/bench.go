@@ -31,14 +31,17 @@ const (
 	Sync    = "sync"
 	Storm   = "storm"
 	Memory  = "memory"
+	Search  = "search"
+	Media   = "media"
+	Model   = "model"
 )
 
 // All lists every scenario in run order.
-var All = []string{Fanout, Durable, Sync, Storm, Memory}
+var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model}
 
-var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory}
+var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model}
 
-// ParseScenarios reads a comma list of scenario names (or their letters a–e,
+// ParseScenarios reads a comma list of scenario names (or their letters a–h,
 // or "all") and returns them in run order.
 func ParseScenarios(s string) ([]string, error) {
 	want := map[string]bool{}
@@ -61,7 +64,7 @@ func ParseScenarios(s string) ([]string, error) {
 			known = known || n == p
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–e, or all)", p, strings.Join(All, ", "))
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–h, or all)", p, strings.Join(All, ", "))
 		}
 		want[p] = true
 	}
@@ -103,6 +106,14 @@ type Options struct {
 
 	MemoryConns int // idle connections for the memory figure (5,000; quick 50)
 
+	SearchMessages int // messages searched (1,000,000; quick 2,000)
+	SearchQueries  int // timed searches (2,000; quick 100)
+	MediaSize      int // bytes of the file uploaded and pulled (64 MiB; quick 8 MiB)
+
+	ModelTurns  int           // model latency: turns measured (200; quick 20)
+	ModelChunks int           // model latency: SSE text chunks per reply (32)
+	ModelGap    time.Duration // model latency: pause between chunks in the paced phase (2ms)
+
 	// GatewayCmd makes the command of the subprocess gateway the memory
 	// scenario measures; it must serve Iris on listen (host:port) with
 	// data in dataDir and accept token. Default: this executable's
@@ -116,7 +127,7 @@ type Options struct {
 	// GatewayLog, when set, gets the in-process gateways' warnings and
 	// errors; they are counted in the report either way.
 	GatewayLog io.Writer
-	// ScenarioTimeout bounds one scenario (default 5 minutes).
+	// ScenarioTimeout bounds one scenario (default 15 minutes).
 	ScenarioTimeout time.Duration
 	// ProfileDir, when set, gets a CPU profile of each scenario
 	// (NAME.cpu.pprof) and a heap profile taken at its end (NAME.heap.pprof).
@@ -165,13 +176,21 @@ func (o *Options) defaults() {
 		o.StormClose = "abrupt"
 	}
 	setInt(&o.MemoryConns, 5000, 50)
+	setInt(&o.SearchMessages, 1_000_000, 2_000)
+	setInt(&o.SearchQueries, 2000, 100)
+	setInt(&o.MediaSize, 64<<20, 8<<20)
+	setInt(&o.ModelTurns, 200, 20)
+	setInt(&o.ModelChunks, 32, 32)
+	setDur(&o.ModelGap, 2*time.Millisecond, 2*time.Millisecond)
 	if o.GatewayCmd == nil {
 		o.GatewayCmd = selfServe
 	}
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()
 	}
-	setDur(&o.ScenarioTimeout, 5*time.Minute, 2*time.Minute)
+	// The search scenario fills a million messages first: minutes on a
+	// small, shared machine.
+	setDur(&o.ScenarioTimeout, 15*time.Minute, 2*time.Minute)
 }
 
 // selfServe runs this executable's serve command.
@@ -271,6 +290,12 @@ func Run(ctx context.Context, o Options, w io.Writer) ([]Result, error) {
 			r = runStorm(sctx, &o)
 		case Memory:
 			r = runMemory(sctx, &o)
+		case Search:
+			r = runSearch(sctx, &o)
+		case Media:
+			r = runMedia(sctx, &o)
+		case Model:
+			r = runModel(sctx, &o)
 		}
 		stopProfile()
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)

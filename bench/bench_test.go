@@ -78,30 +78,39 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestQuick runs every scenario in its quick size and checks only that
-// each completes and loses nothing; timings are not judged here.
+// TestQuick runs every scenario in its quick size, one subtest each (go
+// test -run TestQuick/storm runs one), and checks only that each completes
+// and loses nothing; timings are not judged here.
 func TestQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var report bytes.Buffer
-	results, err := Run(ctx, Options{
-		Quick: true, TempDir: t.TempDir(), GatewayCmd: childGateway,
-		Progress: logWriter{t}, ScenarioTimeout: time.Minute,
-	}, &report)
-	t.Log("\n" + report.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(results) != len(All) {
-		t.Fatalf("%d results, want %d", len(results), len(All))
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			t.Errorf("%s: %v", r.Name, r.Err)
-		}
-		if r.Lost != 0 {
-			t.Errorf("%s: %d frames lost", r.Name, r.Lost)
-		}
+	for _, name := range All {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var report bytes.Buffer
+			results, err := Run(ctx, Options{
+				Scenarios: []string{name}, Quick: true, TempDir: t.TempDir(), GatewayCmd: childGateway,
+				Progress: logWriter{t}, ScenarioTimeout: 2 * time.Minute,
+			}, &report)
+			t.Log("\n" + report.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(results) != 1 {
+				t.Fatalf("%d results, want 1", len(results))
+			}
+			r := results[0]
+			if r.Err != nil {
+				t.Errorf("%s: %v", r.Name, r.Err)
+			}
+			if r.Lost != 0 {
+				t.Errorf("%s: %d frames lost", r.Name, r.Lost)
+			}
+			for _, f := range r.Figures {
+				if f.Check && f.Met != nil && !*f.Met {
+					t.Errorf("%s: check failed: %s = %s (want %s)", r.Name, f.Label, f.Value, f.Target)
+				}
+			}
+		})
 	}
 }
 

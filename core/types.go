@@ -63,6 +63,11 @@ type Media struct {
 	Size      int64
 	Filename  string
 	MessageID string
+	// SHA256 (lowercase hex) names the file in the content store.
+	SHA256 string `json:",omitempty"`
+	// Path is where the bytes are on this machine, set for the agent; it
+	// is never stored, the data directory may move.
+	Path string `json:"-"`
 }
 
 // Channel kinds.

@@ -163,6 +163,7 @@ func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string)
 	if err != nil {
 		return err
 	}
+	g.collectMedia() // the files of its messages
 	// Turns of deleted lanes stop; their final writes find no message and
 	// are dropped.
 	g.mu.Lock()

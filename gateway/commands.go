@@ -62,8 +62,9 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
 		return core.Errorf(core.CodeUnsupported, "empty message: send text or media_refs")
 	}
-	if len(req.MediaRefs) > 0 {
-		return core.Errorf(core.CodeNotFound, "unknown media_ref %q: this gateway has no uploads yet", req.MediaRefs[0])
+	refs, err := g.checkRefs(ctx, from.deviceID(), req.MediaRefs)
+	if err != nil {
+		return err
 	}
 	g.mu.Lock()
 	down := g.down
@@ -84,6 +85,9 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := attach(tx, from.deviceID(), refs, &m); err != nil {
+			return err
+		}
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
@@ -253,8 +257,12 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
-		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()})
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
+		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()}); err != nil {
+		return err
+	}
+	g.collectMedia() // their files, unless other messages have the same bytes
+	return nil
 }
 
 // ReadReceipt records that a person saw a message on one device and tells

@@ -60,6 +60,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 
 // Disconnect unregisters a connection.
 func (g *Gateway) Disconnect(c *hub.Conn) {
+	g.dropUploads(c) // partial files go with the connection
 	g.hub.Remove(c)
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 }

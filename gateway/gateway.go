@@ -15,6 +15,8 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/media"
+	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -38,6 +40,11 @@ type Config struct {
 	// FastModel is the model /fast switches to (empty: same model, minimal
 	// reasoning).
 	FastModel string
+	// Pusher wakes devices that are away (nil: no push).
+	Pusher *push.Pusher
+	// Media is the content store for uploads and files the agent sends
+	// (nil: the gateway takes no media).
+	Media *media.Store
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -48,10 +55,16 @@ type Gateway struct {
 	hub *hub.Hub
 	log *slog.Logger
 
-	writes  chan *write
-	stopped chan struct{}   // closed when the committer has ended
-	ctx     context.Context // ends at shutdown; turns run under it
-	cancel  context.CancelFunc
+	writes chan *write
+	toPush chan *core.Event
+	// recovered is closed once Run has settled what the last run left
+	// open; connections are served only after it, or a turn started at
+	// once would be taken for one a crash left behind.
+	recovered  chan struct{}
+	recoverErr error
+	stopped    chan struct{}   // closed when the committer has ended
+	ctx        context.Context // ends at shutdown; turns run under it
+	cancel     context.CancelFunc
 
 	mu       sync.Mutex
 	lanes    map[core.Lane]*lane
@@ -87,14 +100,23 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
-		writes:  make(chan *write, 1024),
-		stopped: make(chan struct{}),
-		ctx:     ctx, cancel: cancel,
+		writes:    make(chan *write, 1024),
+		toPush:    make(chan *core.Event, 4096),
+		recovered: make(chan struct{}),
+		stopped:   make(chan struct{}),
+		ctx:       ctx, cancel: cancel,
 		lanes:    make(map[core.Lane]*lane),
 		pickers:  make(map[string]*picker),
 		sessions: make(map[core.Lane]*session),
 	}
 }
+
+// Recovered is closed when start-up recovery is done; RecoverErr then
+// says whether it failed.
+func (g *Gateway) Recovered() <-chan struct{} { return g.recovered }
+
+// RecoverErr is start-up recovery's error (valid once Recovered is closed).
+func (g *Gateway) RecoverErr() error { return g.recoverErr }
 
 // Hub returns the gateway's hub.
 func (g *Gateway) Hub() *hub.Hub { return g.hub }
@@ -113,12 +135,21 @@ func (g *Gateway) Run(ctx context.Context) error {
 	go func() { committed <- g.commitLoop(done) }()
 	// Wait for the batch in flight too: the store closes after Run.
 	defer func() { close(done); <-g.stopped }()
-	if err := g.recover(ctx); err != nil {
+	err := g.recover(ctx)
+	g.recoverErr = err
+	close(g.recovered)
+	if err != nil {
 		return err
 	}
 	pctx, stopPrune := context.WithCancel(ctx)
 	pruned := make(chan struct{})
-	go func() { defer close(pruned); g.pruneLoop(pctx) }()
+	go func() {
+		defer close(pruned)
+		if g.cfg.Pusher.Enabled() {
+			go g.pushLoop(pctx)
+		}
+		g.pruneLoop(pctx)
+	}()
 	defer func() { stopPrune(); <-pruned }()
 	select {
 	case <-ctx.Done():
@@ -231,6 +262,7 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 			}
 			if werr == nil && w.ev != nil {
 				g.hub.Publish(w.ev)
+				g.notePush(w.ev)
 				if w.ev.Cursor > 0 {
 					g.cfg.Metrics.OutboxHead.Set(float64(w.ev.Cursor))
 				}
@@ -284,6 +316,9 @@ func outboxRow(ev *core.Event) (store.OutboxRow, error) {
 		r.MessageID = ev.StreamID
 	case ev.Type == core.EvReadReceipt && len(ev.MessageIDs) == 1:
 		r.MessageID = ev.MessageIDs[0]
+	case ev.Type == core.EvMediaOffer && ev.Media != nil:
+		// Deleting the message the file came with deletes its offer.
+		r.MessageID = ev.Media.MessageID
 	}
 	return r, nil
 }

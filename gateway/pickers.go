@@ -20,9 +20,9 @@ const DefaultAskTimeout = 300 * time.Second
 type picker struct {
 	p    core.Picker
 	lane core.Lane
-	// answer receives the chosen value when an agent turn waits on the
-	// picker (approval, clarify).
-	answer chan string
+	// answer receives the choice when an agent turn waits on the picker
+	// (approval, clarify).
+	answer chan answer
 	// onSelect runs a command's choice (/model, /reasoning, /fast, /new).
 	onSelect func(ctx context.Context, from Caller, value string) error
 	// free accepts any non-empty value, not only the listed choices
@@ -59,6 +59,13 @@ func (g *Gateway) openPicker(ctx context.Context, lk core.Lane, pk *picker) erro
 	return nil
 }
 
+// answer is a picker's choice and who made it (their picker.select gets
+// the reply message).
+type answer struct {
+	value string
+	from  Caller
+}
+
 func (g *Gateway) dropPicker(id string) *picker {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -67,9 +74,11 @@ func (g *Gateway) dropPicker(id string) *picker {
 	return pk
 }
 
-// SelectPicker answers a picker. An unknown or expired picker is a no-op
-// (nil error, nothing sent): the selection is simply stale. A value that is
-// not one of the picker's choices is refused.
+// SelectPicker answers a picker. The reply is a message in the picker's
+// lane saying what the choice did, whose copy to the selecting device
+// carries its request id. An unknown or expired picker is a no-op (nil
+// error, nothing sent): the selection is simply stale. A value that is not
+// one of the picker's choices is refused.
 func (g *Gateway) SelectPicker(ctx context.Context, from Caller, pickerID, value string) error {
 	g.mu.Lock()
 	pk := g.pickers[pickerID]
@@ -84,7 +93,7 @@ func (g *Gateway) SelectPicker(ctx context.Context, from Caller, pickerID, value
 		return nil // answered meanwhile from another device
 	}
 	if pk.answer != nil {
-		pk.answer <- value // buffered: the waiter may have given up
+		pk.answer <- answer{value, from} // buffered: the waiter may have given up
 		return nil
 	}
 	if pk.onSelect != nil {
@@ -114,12 +123,22 @@ func (pk *picker) valid(v string) bool {
 	return false
 }
 
+// replyMessage posts a message from the gateway into a lane, like
+// systemMessage, whose copy to the caller answers its request: the reply
+// to a picker.select.
+func (g *Gateway) replyMessage(ctx context.Context, lk core.Lane, to Caller, text string) {
+	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
+	if err := g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: to.reply()}); err != nil {
+		g.log.Error("reply message", "lane", lk.String(), "err", err)
+	}
+}
+
 // ask opens a picker and waits for its answer, the timeout or ctx (a
 // stopped turn). ok is false when nobody answered.
-func (g *Gateway) ask(ctx context.Context, lk core.Lane, p core.Picker, free bool) (value string, ok bool, err error) {
-	pk := &picker{p: p, answer: make(chan string, 1), free: free}
+func (g *Gateway) ask(ctx context.Context, lk core.Lane, p core.Picker, free bool) (ans answer, ok bool, err error) {
+	pk := &picker{p: p, answer: make(chan answer, 1), free: free}
 	if err := g.openPicker(ctx, lk, pk); err != nil {
-		return "", false, err
+		return ans, false, err
 	}
 	defer g.dropPicker(pk.p.ID)
 	g.commit(ctx, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "waiting_input"})
@@ -127,12 +146,12 @@ func (g *Gateway) ask(ctx context.Context, lk core.Lane, p core.Picker, free boo
 	t := time.NewTimer(g.cfg.AskTimeout)
 	defer t.Stop()
 	select {
-	case v := <-pk.answer:
-		return v, true, nil
+	case a := <-pk.answer:
+		return a, true, nil
 	case <-t.C:
-		return "", false, nil
+		return ans, false, nil
 	case <-ctx.Done():
-		return "", false, ctx.Err()
+		return ans, false, ctx.Err()
 	}
 }
 
@@ -159,7 +178,7 @@ func (a laneAsker) Approve(ctx context.Context, command, description string) (st
 	if ok, err := g.st.Approved(ctx, command); err == nil && ok {
 		return "always", nil
 	}
-	v, ok, err := g.ask(ctx, a.lane, core.Picker{Kind: "approval", Title: "Run this command?", Command: command, Description: description, Choices: approvalChoices}, false)
+	ans, ok, err := g.ask(ctx, a.lane, core.Picker{Kind: "approval", Title: "Run this command?", Command: command, Description: description, Choices: approvalChoices}, false)
 	if err != nil {
 		return "deny", err
 	}
@@ -167,6 +186,7 @@ func (a laneAsker) Approve(ctx context.Context, command, description string) (st
 		g.systemMessage(context.Background(), a.lane, fmt.Sprintf("⏱ No answer within %v: denied `%s`.", g.cfg.AskTimeout, command))
 		return "deny", nil
 	}
+	v := ans.value
 	switch v {
 	case "session":
 		g.approveForLane(a.lane, command)
@@ -175,7 +195,7 @@ func (a laneAsker) Approve(ctx context.Context, command, description string) (st
 			g.log.Warn("saving an approval", "err", err)
 		}
 	}
-	g.systemMessage(context.Background(), a.lane, approvalReply(v, command))
+	g.replyMessage(context.Background(), a.lane, ans.from, approvalReply(v, command))
 	return v, nil
 }
 
@@ -197,14 +217,16 @@ func (a laneAsker) Clarify(ctx context.Context, question string, choices []strin
 	for _, c := range choices {
 		p.Choices = append(p.Choices, core.Choice{Value: c, Label: c})
 	}
-	v, ok, err := a.g.ask(ctx, a.lane, p, true)
+	ans, ok, err := a.g.ask(ctx, a.lane, p, true)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
+		a.g.systemMessage(context.Background(), a.lane, fmt.Sprintf("⏱ No answer within %v to: %s", a.g.cfg.AskTimeout, question))
 		return "", fmt.Errorf("no answer within %v", a.g.cfg.AskTimeout)
 	}
-	return v, nil
+	a.g.replyMessage(context.Background(), a.lane, ans.from, "💬 Answered: "+ans.value)
+	return ans.value, nil
 }
 
 // pendingApproval returns the lane's open approval picker, if any.

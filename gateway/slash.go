@@ -77,11 +77,14 @@ func findCommand(name string) *Command {
 // runSlash runs a slash command typed in a lane. Unknown commands get a
 // helpful reply, never a model call.
 func (g *Gateway) runSlash(ctx context.Context, from Caller, lk core.Lane, name, args string) {
+	// The command's message has had its reply (the echo): nothing the
+	// command does may answer that request again.
+	from = Caller{Conn: from.Conn}
 	c := findCommand(name)
 	if c == nil {
 		hint := ""
-		if m := Complete(name); len(m) > 0 {
-			hint = " Did you mean " + m[0].Name + "?"
+		if m := suggest(name); m != "" {
+			hint = " Did you mean " + m + "?"
 		}
 		g.systemMessage(ctx, lk, fmt.Sprintf("Unknown command %s.%s Type /help for the list.", name, hint))
 		return
@@ -109,6 +112,49 @@ func Complete(prefix string) []Command {
 		}
 	}
 	return append(exact, fuzzy...)
+}
+
+// suggest names the command a mistyped one most likely meant: one it
+// completes to, or else one within two typos (a transposition is one).
+func suggest(name string) string {
+	if m := Complete(name); len(m) > 0 {
+		return m[0].Name
+	}
+	best, bestD := "", 3
+	for _, c := range commands {
+		for _, n := range append([]string{c.Name}, c.Aliases...) {
+			if d := typos(name, n); d < bestD {
+				best, bestD = c.Name, d
+			}
+		}
+	}
+	return best
+}
+
+// typos is the optimal string alignment distance between a and b.
+func typos(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 func anyPrefix(names []string, p string) bool {
@@ -189,7 +235,11 @@ func cmdStatus(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string
 }
 
 func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
-	reset := func(ctx context.Context) error {
+	reset := func(ctx context.Context, to Caller) error {
+		if g.laneBusy(lk) {
+			// The running turn would go on recording into the new session.
+			return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
+		}
 		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
 			return err
 		}
@@ -204,26 +254,29 @@ func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string
 		if hadTodos {
 			g.publish(&core.Event{Type: core.EvTodo, Lane: lk, Todos: []core.Todo{}})
 		}
-		g.systemMessage(ctx, lk, "✨ New session: the agent starts with a fresh conversation.")
+		g.replyMessage(ctx, lk, to, "✨ New session: the agent starts with a fresh conversation.")
 		return nil
+	}
+	if g.laneBusy(lk) {
+		return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
 	}
 	conv, err := g.st.Conversation(ctx, lk)
 	if err != nil {
 		return err
 	}
 	if len(conv) == 0 {
-		return reset(ctx)
+		return reset(ctx, from)
 	}
 	return g.openPicker(ctx, lk, &picker{
 		p: core.Picker{Kind: "confirm", Title: "Start a new session? The agent forgets this conversation.", Choices: []core.Choice{
 			{Value: "once", Label: "Start new session"}, {Value: "cancel", Label: "Cancel"},
 		}},
-		onSelect: func(ctx context.Context, _ Caller, v string) error {
+		onSelect: func(ctx context.Context, to Caller, v string) error {
 			if v != "once" {
-				g.systemMessage(ctx, lk, "Kept the current session.")
+				g.replyMessage(ctx, lk, to, "Kept the current session.")
 				return nil
 			}
-			return reset(ctx)
+			return reset(ctx, to)
 		},
 	})
 }
@@ -233,24 +286,32 @@ func cmdModel(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args s
 	if !ok {
 		return core.Errorf(core.CodeUnsupported, "no model is configured (the demo echo agent answers); set OPENAI_BASE_URL, OPENAI_API_KEY and IRISGATE_MODEL")
 	}
-	set := func(ctx context.Context, v string) error {
+	set := func(ctx context.Context, to Caller, v string) error {
 		s := g.settings(ctx, lk)
 		prov, model, found := strings.Cut(v, "/")
-		if !found || !providerExists(ml, prov) {
-			// "model" alone, or a vendor-prefixed id like openai/gpt-5 on
-			// the current provider.
+		switch {
+		case !found && providerExists(ml, v):
+			// A provider alone: its first model.
+			p, m := ml.Resolve(agent.Settings{Provider: v})
+			prov, model = p.ID, m.ID
+		case !found || !providerExists(ml, prov):
+			// A model alone, or a vendor-prefixed id like openai/gpt-5: on
+			// the provider that lists it, else on the current one.
 			cur, _ := ml.Resolve(g.agentSettings(lk, s))
 			prov, model = cur.ID, v
+			if p := listing(ml, v); p != "" {
+				prov = p
+			}
 		}
 		s.Provider, s.Model = prov, model
 		if err := g.saveSettings(ctx, lk, s); err != nil {
 			return err
 		}
-		g.systemMessage(ctx, lk, fmt.Sprintf("Model: %s (provider %s).", model, prov))
+		g.replyMessage(ctx, lk, to, fmt.Sprintf("Model: %s (provider %s).", model, prov))
 		return nil
 	}
 	if args != "" {
-		return set(ctx, args)
+		return set(ctx, from, args)
 	}
 	cur, curModel := ml.Resolve(g.agentSettings(lk, g.settings(ctx, lk)))
 	p := core.Picker{Kind: "model", Title: "Model", CurrentModel: curModel.ID, CurrentProvider: cur.ID}
@@ -261,7 +322,20 @@ func cmdModel(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args s
 		}
 		p.Providers = append(p.Providers, cp)
 	}
-	return g.openPicker(ctx, lk, &picker{p: p, onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) }})
+	return g.openPicker(ctx, lk, &picker{p: p, onSelect: set})
+}
+
+// listing returns the first provider that lists model, or "" when none
+// does.
+func listing(ml modelLister, model string) string {
+	for _, p := range ml.Providers() {
+		for _, m := range p.Models {
+			if m.ID == model {
+				return p.ID
+			}
+		}
+	}
+	return ""
 }
 
 func providerExists(ml modelLister, id string) bool {
@@ -282,8 +356,8 @@ func orDefault(s, d string) string {
 
 var reasoningLevels = []string{"none", "minimal", "low", "medium", "high"}
 
-func cmdReasoning(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args string) error {
-	set := func(ctx context.Context, v string) error {
+func cmdReasoning(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	set := func(ctx context.Context, to Caller, v string) error {
 		s := g.settings(ctx, lk)
 		switch v {
 		case "show", "hide":
@@ -298,11 +372,11 @@ func cmdReasoning(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args 
 		if err := g.saveSettings(ctx, lk, s); err != nil {
 			return err
 		}
-		g.systemMessage(ctx, lk, fmt.Sprintf("Reasoning effort: %s, shown: %v.", orDefault(s.Reasoning, "model default"), g.showReasoning(s)))
+		g.replyMessage(ctx, lk, to, fmt.Sprintf("Reasoning effort: %s, shown: %v.", orDefault(s.Reasoning, "model default"), g.showReasoning(s)))
 		return nil
 	}
 	if args != "" {
-		return set(ctx, strings.ToLower(args))
+		return set(ctx, from, strings.ToLower(args))
 	}
 	s := g.settings(ctx, lk)
 	p := core.Picker{Kind: "choice", Title: "Reasoning effort"}
@@ -311,11 +385,11 @@ func cmdReasoning(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args 
 	}
 	show := g.showReasoning(s)
 	p.Choices = append(p.Choices, core.Choice{Value: "show", Label: "Show reasoning", IsCurrent: show}, core.Choice{Value: "hide", Label: "Hide reasoning", IsCurrent: !show})
-	return g.openPicker(ctx, lk, &picker{p: p, onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) }})
+	return g.openPicker(ctx, lk, &picker{p: p, onSelect: set})
 }
 
-func cmdFast(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args string) error {
-	set := func(ctx context.Context, v string) error {
+func cmdFast(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	set := func(ctx context.Context, to Caller, v string) error {
 		s := g.settings(ctx, lk)
 		switch v {
 		case "on":
@@ -328,18 +402,18 @@ func cmdFast(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args strin
 		if err := g.saveSettings(ctx, lk, s); err != nil {
 			return err
 		}
-		g.systemMessage(ctx, lk, "Fast mode "+v+".")
+		g.replyMessage(ctx, lk, to, "Fast mode "+v+".")
 		return nil
 	}
 	if args != "" {
-		return set(ctx, strings.ToLower(args))
+		return set(ctx, from, strings.ToLower(args))
 	}
 	s := g.settings(ctx, lk)
 	return g.openPicker(ctx, lk, &picker{
 		p: core.Picker{Kind: "choice", Title: "Fast mode", Choices: []core.Choice{
 			{Value: "on", Label: "On", IsCurrent: s.Fast}, {Value: "off", Label: "Off", IsCurrent: !s.Fast},
 		}},
-		onSelect: func(ctx context.Context, _ Caller, v string) error { return set(ctx, v) },
+		onSelect: set,
 	})
 }
 
@@ -432,11 +506,25 @@ func isSlash(text string) bool {
 	return ok
 }
 
+// laneBusy reports whether a turn runs or waits in the lane. A turn whose
+// agent.idle has gone out no longer counts: a device acting on that idle
+// must find the lane free.
 func (g *Gateway) laneBusy(lk core.Lane) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l := g.lanes[lk]
-	return l != nil && (l.running != nil || len(l.pending) > 0)
+	if l == nil {
+		return false
+	}
+	if len(l.pending) > 0 {
+		return true
+	}
+	if t := l.running; t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return !t.ended
+	}
+	return false
 }
 
 func cmdUndo(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
@@ -476,7 +564,10 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
-		return tx.DeleteMessages(lk, after)
+		if err := tx.DeleteMessages(lk, after); err != nil {
+			return err
+		}
+		return tx.QueueTurn(lk, user.ID) // owed like any turn: a restart still answers it
 	}, ev); err != nil {
 		return err
 	}

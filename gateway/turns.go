@@ -156,20 +156,27 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		startErr   error
 		cwd        string
 		lastSave   = start
+		files      []core.Media // sent by the agent, listed in the reply
 	)
+	// begin starts the reply's bubble: at its first text, or at a file
+	// the agent sends before any text, which the reply then carries.
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		id := replyID
+		m := core.Message{ID: id, Lane: lk, Role: core.RoleAssistant, TS: time.Now().UnixMilli()}
+		t.mu.Lock()
+		t.streamID = id
+		t.mu.Unlock()
+		startErr = g.commit(fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+			&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: id, Role: core.RoleAssistant})
+	}
 	emit := func(e agent.Event) {
 		switch e.Kind {
 		case agent.Text:
-			if !started {
-				started = true
-				id := replyID
-				m := core.Message{ID: id, Lane: lk, Role: core.RoleAssistant, TS: time.Now().UnixMilli()}
-				t.mu.Lock()
-				t.streamID = id
-				t.mu.Unlock()
-				startErr = g.commit(fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
-					&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: id, Role: core.RoleAssistant})
-			}
+			begin()
 			t.mu.Lock()
 			t.text += e.Text
 			id, text := t.streamID, t.text
@@ -201,7 +208,24 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 				g.commit(fin, nil, &core.Event{Type: core.EvCommentary, Lane: lk, StreamID: core.NewID("m_"), Text: text})
 			}
 		case agent.File:
-			g.systemMessage(fin, lk, "📎 The agent offered a file: "+homeRelative(e.Path))
+			// The file is stored and offered at once (a media.offer tied
+			// to the reply); the reply lists it when it finishes.
+			begin()
+			md, err := g.offerFile(fin, lk, replyID, e.Path)
+			if startErr == nil && err == nil {
+				files = append(files, md)
+				break
+			}
+			if err == nil {
+				err = startErr
+			}
+			g.log.Warn("turn: offering a file", "lane", lk.String(), "path", e.Path, "err", err)
+			why := err.Error()
+			var ce *core.Error
+			if errors.As(err, &ce) {
+				why = ce.Message
+			}
+			g.systemMessage(fin, lk, "📎 The agent's file "+homeRelative(e.Path)+" could not be offered: "+why)
 		case agent.ToolStart, agent.ToolProgress:
 			typ := core.EvToolStart
 			if e.Kind == agent.ToolProgress {
@@ -236,7 +260,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	todos := l.todos
 	g.mu.Unlock()
 	err = g.cfg.Agent.Run(ctx, agent.Turn{
-		Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: pt.msg.Media, Steer: t.steer,
+		Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: g.withPaths(pt.msg.Media), Steer: t.steer,
 		Settings: g.agentSettings(lk, settings), History: history, Record: record, Cwd: g.cfg.Workdir,
 		Asker: laneAsker{g: g, lane: lk}, Todos: todos,
 	}, emit)
@@ -270,7 +294,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			model = g.cfg.Agent.Name()
 		}
 		m := core.Message{
-			ID: id, Lane: lk, Role: core.RoleAssistant, Text: text, Model: model, Tokens: tokens,
+			ID: id, Lane: lk, Role: core.RoleAssistant, Text: text, Model: model, Tokens: tokens, Media: files,
 			TS: start.UnixMilli(), Stopped: stopped || err != nil,
 			Runtime: &core.Runtime{Model: bareModel(model), ContextPct: contextPct, Cwd: cwd, Latency: &latency, Cost: cost},
 		}

@@ -16,8 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/media"
+	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -37,6 +40,10 @@ type AppConfig struct {
 	Workdir    string
 	AskTimeout time.Duration
 	FastModel  string
+	Push       PushConfig
+	// Media bounds uploads and the files the agent sends (MaxSize: 64 MiB
+	// by default); the files live in DataDir/media.
+	Media media.Limits
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -46,6 +53,9 @@ type App struct {
 	Hub   *hub.Hub
 	GW    *gateway.Gateway
 	Srv   *Server
+	Push  *push.Pusher
+	Cron  *cron.Scheduler
+	Media *media.Store
 	// FirstToken is set when Open minted the first device token because
 	// none existed; it is shown once.
 	FirstToken string
@@ -58,6 +68,9 @@ type App struct {
 
 // DBFile is the database's name inside the data directory.
 const DBFile = "irisgate.db"
+
+// MediaDir is the content store's directory inside the data directory.
+const MediaDir = "media"
 
 // Open opens the data directory (creating it) and starts the gateway's
 // background work; Serve then accepts connections.
@@ -92,16 +105,35 @@ func Open(cfg AppConfig) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := gateway.NewMetrics(reg)
+	backends, vapid, err := cfg.Push.backends(cfg.DataDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content})
+	cfg.Server.Push = a.Push.Kind()
+	cfg.Server.NtfyServer = cfg.Push.NtfyServer
+	cfg.Server.WebPushKey = vapid
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
+	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("media directory: %w", err)
+	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
-		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel,
+		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
+		Media: a.Media,
 	})
+	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
 
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
-	a.wg.Add(3)
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.Media.Run(ctx) }() // expires unused uploads, removes unused files
+	a.wg.Add(5)
+	go func() { defer a.wg.Done(); a.Push.Run(ctx) }()
+	go func() { defer a.wg.Done(); a.Cron.Run(ctx) }()
 	go func() {
 		defer a.wg.Done()
 		if err := a.GW.Run(ctx); err != nil {
@@ -110,6 +142,13 @@ func Open(cfg AppConfig) (*App, error) {
 	}()
 	go func() { defer a.wg.Done(); a.Hub.Run(ctx, 2*time.Second) }()
 	go func() { defer a.wg.Done(); a.Srv.Run(ctx) }()
+	// Serve only once what the last run left open is settled: a turn
+	// started before would be taken for one a crash left behind.
+	<-a.GW.Recovered()
+	if err := a.GW.RecoverErr(); err != nil {
+		a.Close(context.Background())
+		return nil, fmt.Errorf("recovering the last run's state: %w", err)
+	}
 	return a, nil
 }
 
@@ -135,6 +174,9 @@ func (a *App) Close(ctx context.Context) error {
 		}
 		a.stop()
 		a.wg.Wait()
+		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {
+			c.Close() // e.g. idle connections to Hermes
+		}
 		err = a.Store.Close()
 	})
 	return err

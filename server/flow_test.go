@@ -52,7 +52,7 @@ func TestBadFrames(t *testing.T) {
 		{"message_ids not a list", `{"v":1,"id":11,"type":"message.delete","chat_id":"default","payload":{"message_ids":"m_1"}}`, 11},
 		{"cursor not a number", `{"v":1,"id":12,"type":"sync","payload":{"cursor":"latest"}}`, 12},
 		{"second hello", `{"v":1,"id":13,"type":"hello","payload":{"token":"test-token"}}`, 13},
-		{"unavailable request", `{"v":1,"id":14,"type":"search","payload":{"query":"x"}}`, 14},
+		{"bad search scope", `{"v":1,"id":14,"type":"search","payload":{"query":"x","scope":"everywhere"}}`, 14},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := a.In(t)

@@ -24,7 +24,9 @@ import (
 
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/web"
 	"github.com/irisgate/irisgate/wire/iris"
+	"github.com/irisgate/irisgate/wire/mobile"
 )
 
 // Config holds the server's settings.
@@ -35,6 +37,33 @@ type Config struct {
 	MaxFrame     int64         // largest text or binary frame accepted
 	Push         string        // push backend named in hello.ack
 	NtfyServer   string
+	WebPushKey   string // VAPID public key offered to browsers
+
+	// Hermes Mobile.
+	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
+	// MobileAllowedDevices, when not empty, is the only device ids phones
+	// may use (MOBILE_ALLOWED_DEVICES).
+	MobileAllowedDevices []string
+	// MobileDeliverTokens admit service connections that may send deliver
+	// (MOBILE_DELIVER_TOKENS).
+	MobileDeliverTokens []string
+	// MobileExtraTokens are "device_id=token" entries: tokens bound to one
+	// device (MOBILE_EXTRA_TOKENS). Stored tokens made for a device bind it
+	// too.
+	MobileExtraTokens []string
+	// MobileHomeDevice is a deliver's target when it names none
+	// (MOBILE_HOME_DEVICE).
+	MobileHomeDevice string
+	// AvatarURL is the avatar page announced in ready (may be empty).
+	AvatarURL string
+	// MobileAvatarQuiet is how long after the agent's last output the
+	// avatar returns to idle (3 s); tests shorten it.
+	MobileAvatarQuiet time.Duration
+	// MobileEditEvery bounds how often a streaming reply is edited (250 ms
+	// per 3,500 characters).
+	MobileEditEvery time.Duration
+	// MobilePromptTTL is a prompt card's lifetime (300 s).
+	MobilePromptTTL time.Duration
 }
 
 // Defaults fills unset fields.
@@ -51,6 +80,9 @@ func (c *Config) defaults() {
 	if c.MaxFrame == 0 {
 		c.MaxFrame = 1 << 20
 	}
+	if c.MobileMaxFrame == 0 {
+		c.MobileMaxFrame = mobile.MaxFrameBytes
+	}
 }
 
 // helloLimit bounds the first frame, read before anyone is authenticated.
@@ -64,6 +96,7 @@ type Server struct {
 	log  *slog.Logger
 	reg  *prometheus.Registry
 	m    *gateway.Metrics
+	mob  *mobile.Dialect
 
 	base   context.Context // ends at shutdown
 	cancel context.CancelFunc
@@ -80,7 +113,12 @@ type Server struct {
 func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, reg *prometheus.Registry, m *gateway.Metrics) *Server {
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, base: base, cancel: cancel,
+	mob := mobile.New(mobile.Config{
+		GW: gw, Auth: auth, Log: log, AvatarURL: cfg.AvatarURL, AllowedDevices: cfg.MobileAllowedDevices,
+		DeliverTokens: cfg.MobileDeliverTokens, ExtraTokens: cfg.MobileExtraTokens, HomeDevice: cfg.MobileHomeDevice,
+		AvatarQuiet: cfg.MobileAvatarQuiet, EditEvery: cfg.MobileEditEvery, PromptTTL: cfg.MobilePromptTTL,
+	})
+	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
 		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait)}
 }
 
@@ -89,6 +127,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /", web.Handler())
+	s.apiRoutes(mux)
 	if s.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	}
@@ -143,6 +183,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		<-done
 	}
 	s.cancel()
+	s.mob.Close()
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -194,10 +235,106 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		c.CloseNow()
 	}()
-	s.serve(c, remoteHost(r.RemoteAddr))
+	s.serve(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
 }
 
-func (s *Server) serve(c *websocket.Conn, addr string) {
+// loopback reports whether r comes from a loopback address directly: a
+// request a reverse proxy forwarded (it says so in its headers) does not,
+// whatever address the proxy connects from.
+func loopback(r *http.Request) bool {
+	ip := net.ParseIP(remoteHost(r.RemoteAddr))
+	if ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// session is one dialect's authenticated connection.
+type session interface {
+	Conn() *hub.Conn
+	// Handle processes a text frame, returning its type for metrics and,
+	// when the connection must close, an error fatalFrame understands.
+	Handle(ctx context.Context, data []byte) (string, error)
+	HandleBinary(ctx context.Context, data []byte)
+	Close()
+}
+
+// dialect is what the read loop needs to know of the connection's
+// dialect besides its session.
+type dialect struct {
+	name  string // metrics label
+	limit int64  // largest frame accepted
+	// tooBig is the error frame and close for a frame over limit.
+	tooBig    []byte
+	tooBigErr *closeErr
+}
+
+// fatalFrame reads a dialect's fatal error: the error frame to send and
+// the close reason (the status is always 1008).
+func fatalFrame(err error) ([]byte, string, bool) {
+	var fi *iris.Fatal
+	if errors.As(err, &fi) {
+		return fi.Frame, fi.Reason, true
+	}
+	var fm *mobile.Fatal
+	if errors.As(err, &fm) {
+		return fm.Frame, fm.Reason, true
+	}
+	return nil, "", false
+}
+
+// open authenticates the first frame in the dialect it picks: "t":"hello"
+// is Hermes Mobile, a "type" member is Iris, another "t" frame gets a
+// Hermes Mobile bad_frame. ok is false when the connection was closed.
+func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []byte) (session, dialect, bool) {
+	var (
+		sess session
+		d    dialect
+		err  error
+	)
+	switch {
+	case mobile.Is(first) || (!iris.Is(first) && mobile.Looks(first)):
+		d = dialect{name: "mobile", limit: s.cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(s.cfg.MobileMaxFrame),
+			tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}}
+		var ms *mobile.Session
+		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Loopback: p.loopback}, first); err == nil {
+			sess = ms
+		}
+	case iris.Is(first):
+		d = dialect{name: "iris", limit: s.cfg.MaxFrame, tooBig: tooBigFrame(s.cfg.MaxFrame),
+			tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}}
+		var is *iris.Session
+		if is, err = iris.Open(ctx, iris.Config{GW: s.gw, Auth: s.auth, Log: s.log, Push: s.cfg.Push, PushNtfyServer: s.cfg.NtfyServer}, p.addr, first); err == nil {
+			sess = is
+		}
+	default:
+		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
+		return nil, d, false
+	}
+	if err != nil {
+		if frame, reason, ok := fatalFrame(err); ok {
+			s.writeRaw(c, frame)
+			c.Close(websocket.StatusPolicyViolation, reason)
+			return nil, d, false
+		}
+		c.Close(websocket.StatusInternalError, "internal error")
+		return nil, d, false
+	}
+	return sess, d, true
+}
+
+// peer is where a connection comes from.
+type peer struct {
+	addr     string
+	loopback bool // from a loopback address and not through a proxy
+}
+
+func (s *Server) serve(c *websocket.Conn, p peer) {
 	ctx := s.base
 	w := s.waitHello(c)
 	typ, first, err := readFrame(ctx, c, helloLimit)
@@ -210,19 +347,12 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 		}
 		return
 	}
-	if typ != websocket.MessageText || !iris.Is(first) {
+	if typ != websocket.MessageText {
 		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
 		return
 	}
-	sess, err := iris.Open(ctx, iris.Config{GW: s.gw, Auth: s.auth, Log: s.log, Push: s.cfg.Push, PushNtfyServer: s.cfg.NtfyServer}, addr, first)
-	if err != nil {
-		var f *iris.Fatal
-		if errors.As(err, &f) {
-			s.writeRaw(c, f.Frame)
-			c.Close(websocket.StatusPolicyViolation, f.Reason)
-			return
-		}
-		c.Close(websocket.StatusInternalError, "internal error")
+	sess, d, ok := s.open(ctx, c, p, first)
+	if !ok {
 		return
 	}
 	conn := sess.Conn()
@@ -233,16 +363,16 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 		conn.Close(errGoingAway)
 	}
 	s.mu.Unlock()
-	s.m.FramesIn.WithLabelValues("iris", "hello").Inc()
+	s.m.FramesIn.WithLabelValues(d.name, "hello").Inc()
 	writerDone := make(chan struct{})
-	go s.writer(c, conn, writerDone)
+	go s.writer(c, conn, d.name, writerDone)
 
 	for {
-		typ, data, err := readFrame(ctx, c, s.cfg.MaxFrame)
+		typ, data, err := readFrame(ctx, c, d.limit)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
-				conn.Send(hub.Out{Data: tooBigFrame(s.cfg.MaxFrame)})
-				conn.Close(&closeErr{websocket.StatusMessageTooBig, "frame too large"})
+				conn.Send(hub.Out{Data: d.tooBig})
+				conn.Close(d.tooBigErr)
 			}
 			if websocket.CloseStatus(err) != -1 {
 				// The peer's close frame came after everything we wrote
@@ -253,19 +383,18 @@ func (s *Server) serve(c *websocket.Conn, addr string) {
 		}
 		conn.Read()
 		if typ == websocket.MessageBinary {
-			s.m.FramesIn.WithLabelValues("iris", "binary").Inc()
-			s.safely(conn, func() error { sess.HandleBinary(ctx, data); return nil })
+			s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
+			s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
 			continue
 		}
-		if err := s.safely(conn, func() error {
+		if err := s.safely(conn, d.name, func() error {
 			typ, err := sess.Handle(ctx, data)
-			s.m.FramesIn.WithLabelValues("iris", typ).Inc()
+			s.m.FramesIn.WithLabelValues(d.name, typ).Inc()
 			return err
 		}); err != nil {
-			var f *iris.Fatal
-			if errors.As(err, &f) {
-				conn.Send(hub.Out{Data: f.Frame})
-				conn.Close(&closeErr{websocket.StatusPolicyViolation, f.Reason})
+			if frame, reason, ok := fatalFrame(err); ok {
+				conn.Send(hub.Out{Data: frame})
+				conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
 				break
 			}
 		}
@@ -295,7 +424,7 @@ func (s *Server) waitHello(c *websocket.Conn) *helloWait {
 			return
 		}
 		s.writeRaw(c, helloTimeoutFrame)
-		c.Close(websocket.StatusPolicyViolation, "no hello within the timeout")
+		c.Close(websocket.StatusPolicyViolation, helloTimeoutReason)
 	})
 	s.mu.Lock()
 	s.waiting[c] = w
@@ -329,11 +458,15 @@ func (s *Server) helloCame(c *websocket.Conn, w *helloWait) bool {
 
 // safely runs one frame's handling; a panic is logged and answered as an
 // internal error instead of taking the process down.
-func (s *Server) safely(conn *hub.Conn, fn func() error) (err error) {
+func (s *Server) safely(conn *hub.Conn, dialect string, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic handling a frame", "device", conn.DeviceID, "panic", fmt.Sprint(p))
-			conn.Send(hub.Out{Data: internalErrorFrame})
+			if dialect == "mobile" {
+				conn.Send(hub.Out{Data: mobile.InternalErrorFrame})
+			} else {
+				conn.Send(hub.Out{Data: internalErrorFrame})
+			}
 			err = nil
 		}
 	}()
@@ -342,7 +475,7 @@ func (s *Server) safely(conn *hub.Conn, fn func() error) (err error) {
 
 // writer drains the connection's queue onto the socket, then closes the
 // socket with the status the queue was closed with.
-func (s *Server) writer(c *websocket.Conn, conn *hub.Conn, done chan<- struct{}) {
+func (s *Server) writer(c *websocket.Conn, conn *hub.Conn, dialect string, done chan<- struct{}) {
 	defer close(done)
 	defer func() {
 		if p := recover(); p != nil {
@@ -350,7 +483,7 @@ func (s *Server) writer(c *websocket.Conn, conn *hub.Conn, done chan<- struct{})
 			c.CloseNow()
 		}
 	}()
-	out := s.m.FramesOut.WithLabelValues("iris")
+	out := s.m.FramesOut.WithLabelValues(dialect)
 	var buf []hub.Out
 	for {
 		var err error
@@ -422,8 +555,15 @@ func remoteHost(addr string) string {
 	return addr
 }
 
+const helloTimeoutReason = "auth_required"
+
 var (
-	helloTimeoutFrame  = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"no hello within the timeout"}}`)
+	// helloTimeoutFrame is sent before the dialect is known: it is an
+	// error frame of both, Iris (type, payload) and Hermes Mobile (t,
+	// code, fatal), each ignoring the other's members. Its close reason is
+	// the Hermes Mobile code, which also names the problem for Iris.
+	helloTimeoutFrame = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"no hello within the timeout"},` +
+		`"t":"error","code":"auth_required","message":"no hello within the timeout","fatal":true}`)
 	internalErrorFrame = []byte(`{"v":1,"type":"error","payload":{"code":"internal","message":"internal error"}}`)
 )
 

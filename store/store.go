@@ -29,7 +29,9 @@ type Store struct {
 // schema up to date.
 func Open(path string) (*Store, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)"} {
+	// secure_delete: deleted rows are overwritten, not just unlinked, so a
+	// hard delete leaves nothing in the file to recover.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)", "secure_delete(ON)"} {
 		q.Add("_pragma", p)
 	}
 	dsn := "file:" + path + "?" + q.Encode()
@@ -229,7 +231,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema}
+`, pushSchema, cronSchema, mediaSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

@@ -30,13 +30,62 @@ type AgentFlags struct {
 	CmdTimeout    time.Duration `help:"Longest a terminal command may run." default:"2m" env:"IRISGATE_COMMAND_TIMEOUT" group:"Agent"`
 	MaxIterations int           `help:"Most model calls in one turn (model → tools → model…)." default:"16" env:"IRISGATE_MAX_ITERATIONS" group:"Agent"`
 	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY" group:"Agent"`
+	HermesFlags
+}
+
+// HermesFlags connect irisgate to a running Hermes Agent through its API
+// server: with a URL set, every turn is a Hermes run.
+type HermesFlags struct {
+	HermesURL          string        `help:"Hermes Agent's API server (http://127.0.0.1:8642); setting it makes Hermes the agent backend." env:"IRISGATE_HERMES_URL" group:"Hermes"`
+	HermesKey          string        `help:"Key of Hermes's API server (its API_SERVER_KEY)." env:"IRISGATE_HERMES_KEY,API_SERVER_KEY" group:"Hermes"`
+	HermesTimeout      time.Duration `help:"Longest a Hermes run may take; it is stopped after." default:"30m" env:"IRISGATE_HERMES_TIMEOUT" group:"Hermes"`
+	HermesInstructions string        `help:"Extra system prompt sent with every Hermes run (Hermes keeps its own persona)." env:"IRISGATE_HERMES_INSTRUCTIONS" group:"Hermes"`
+}
+
+// buildHermes makes the Hermes bridge, or nil when no URL is set.
+func (f *HermesFlags) buildHermes(log *slog.Logger) (*agent.Hermes, error) {
+	if f.HermesURL == "" {
+		return nil, nil
+	}
+	h, err := agent.NewHermes(agent.HermesConfig{URL: f.HermesURL, Key: f.HermesKey, Timeout: f.HermesTimeout, Instructions: f.HermesInstructions})
+	if err != nil {
+		return nil, fmt.Errorf("--hermes-url: %w", err)
+	}
+	if f.HermesKey == "" {
+		log.Warn("no Hermes API key set (--hermes-key, IRISGATE_HERMES_KEY or API_SERVER_KEY): Hermes will refuse irisgate unless its API server runs without a key")
+	}
+	log.Info("Hermes backend", "url", h.URL(), "timeout", f.HermesTimeout)
+	return h, nil
 }
 
 const defaultSystemPrompt = "You are a helpful assistant reached through the person's own gateway, often from a phone: " +
 	"be concise. You can run tools in the gateway's working directory; dangerous commands are shown to the person for approval."
 
-// build makes the agent the flags describe.
+// build makes the agent the flags describe. With a Hermes URL, Hermes is
+// the backend; a model configured too is offered beside it in /model, so a
+// lane may switch to it.
 func (f *AgentFlags) build(log *slog.Logger) (agent.Agent, error) {
+	h, err := f.buildHermes(log)
+	switch {
+	case err != nil:
+		return nil, err
+	case h == nil:
+		return f.buildModel(log)
+	case f.Model == "":
+		return h, nil
+	}
+	ag, err := f.buildModel(log)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := ag.(*agent.Model); ok {
+		return agent.NewSwitch(h, m)
+	}
+	return h, nil
+}
+
+// buildModel makes the model backend (or the echo agent without a model).
+func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 	if f.Model == "" {
 		log.Warn("no model configured: the demo echo agent answers (set IRISGATE_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY)")
 		return &agent.Echo{Delay: f.EchoDelay}, nil

@@ -15,7 +15,7 @@ import (
 // (in-process, and as a subprocess of this binary for memory), driving
 // simulated devices over loopback WebSockets.
 type BenchCmd struct {
-	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory (or a-e, or all)." default:"all"`
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model (or a-h, or all)." default:"all"`
 	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
 
 	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
@@ -30,10 +30,16 @@ type BenchCmd struct {
 	StormRate       float64       `help:"Storm: message.send per second produced throughout (default 10)."`
 	StormClose      string        `help:"Storm: how devices drop: abrupt (socket closed, like a lost network) or clean (WebSocket close handshake)." default:"abrupt" enum:"abrupt,clean"`
 	MemoryConns     int           `help:"Memory: idle connections (default 5000; quick 50)."`
+	ModelTurns      int           `help:"Model latency: turns measured, first token to first message.update (default 200; quick 20)."`
+	ModelChunks     int           `help:"Model latency: SSE text chunks the fake model streams per reply (default 32)."`
+	ModelGap        time.Duration `help:"Model latency: pause between chunks in the paced phase (default 2ms)."`
+	SearchMessages  int           `help:"Search: messages in the store (default 1000000; quick 2000)."`
+	SearchQueries   int           `help:"Search: timed searches (default 2000; quick 100)."`
+	MediaSize       int           `help:"Media: bytes of the file uploaded and pulled (default 64 MiB; quick 8 MiB)."`
 
 	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
 	GatewayLog bool          `help:"Print the in-process gateways' warnings and errors to stderr."`
-	Timeout    time.Duration `help:"Bound on each scenario (default 5m; quick 2m)."`
+	Timeout    time.Duration `help:"Bound on each scenario (default 15m; quick 2m)."`
 	ProfileDir string        `help:"Write a CPU and a heap profile of each scenario here (NAME.cpu.pprof, NAME.heap.pprof)." type:"path"`
 }
 
@@ -48,6 +54,8 @@ func (c *BenchCmd) Run() error {
 		FanoutDevices: c.FanoutDevices, FanoutRate: c.FanoutRate, FanoutDuration: c.FanoutDuration, FanoutChunk: c.FanoutChunk,
 		DurableDevices: c.DurableDevices, DurableDuration: c.DurableDuration, DurableInflight: c.DurableInflight,
 		SyncFrames: c.SyncFrames, StormDevices: c.StormDevices, StormRate: c.StormRate, StormClose: c.StormClose, MemoryConns: c.MemoryConns,
+		ModelTurns: c.ModelTurns, ModelChunks: c.ModelChunks, ModelGap: c.ModelGap,
+		SearchMessages: c.SearchMessages, SearchQueries: c.SearchQueries, MediaSize: c.MediaSize,
 		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
 	}
 	if c.GatewayLog {

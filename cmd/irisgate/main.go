@@ -16,6 +16,8 @@ type CLI struct {
 
 	Serve ServeCmd `cmd:"" help:"Run the gateway."`
 	Token TokenCmd `cmd:"" help:"Manage device tokens."`
+	Send  SendCmd  `cmd:"" help:"Post a message into a channel through the running gateway."`
+	Cron  CronCmd  `cmd:"" help:"Manage scheduled jobs."`
 	Bench BenchCmd `cmd:"" help:"Benchmark a gateway with simulated devices over loopback (see bench/)."`
 	Chat  ChatCmd  `cmd:"" help:"Chat with the agent from this terminal."`
 }

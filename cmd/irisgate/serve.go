@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
 )
 
@@ -23,11 +24,13 @@ type ServeCmd struct {
 	ShowReasoning bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
 	OutboxKeep    int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
 	OutboxMaxAge  time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
-	MaxFrame      int64         `help:"Largest WebSocket frame accepted, in bytes." default:"1048576" env:"IRISGATE_MAX_FRAME"`
+	MaxFrame      int64         `help:"Largest WebSocket frame accepted, in bytes (Iris media uploads send binary frames up to this size)." default:"1048576" env:"IRISGATE_MAX_FRAME"`
+	MaxMedia      int64         `help:"Largest media file, in bytes: uploads and files the agent sends." default:"67108864" env:"IRISGATE_MAX_MEDIA"`
 	HelloTimeout  time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
 	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
 	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
 	AgentFlags
+	PushFlags
 }
 
 // Run starts the gateway and serves until SIGINT or SIGTERM.
@@ -44,9 +47,10 @@ func (c *ServeCmd) Run() error {
 	}
 	app, err := server.Open(server.AppConfig{
 		DataDir: c.Data, Token: c.Token, Log: log,
-		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
+		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
-		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval},
+		Media:  media.Limits{MaxSize: c.MaxMedia},
+		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval, MobileDeliverTokens: c.DeliverTokens},
 	})
 	if err != nil {
 		ln.Close()

@@ -25,8 +25,13 @@ type Script struct {
 	// Gap is a pause before each chunk.
 	Gap time.Duration
 	// Hold, when set, is waited on before the first chunk (or until the
-	// request is cancelled).
-	Hold chan struct{}
+	// request is cancelled); with HoldAfter > 0, after that many chunks
+	// instead, so a reply is held halfway.
+	Hold      chan struct{}
+	HoldAfter int
+	// Sent, when set, is called right after chunk i was flushed to the
+	// connection (the benchmark times the first token with it).
+	Sent func(i int)
 }
 
 // Server is a fake endpoint; URL is its base URL (ending in /v1).
@@ -34,18 +39,61 @@ type Server struct {
 	URL string
 	srv *httptest.Server
 
+	// ContextLimit, when > 0, refuses (HTTP 400, context_length_exceeded,
+	// as OpenAI does) a request whose messages hold more than about this
+	// many tokens (four bytes a token). Set it before the first request.
+	ContextLimit int
+
 	mu       sync.Mutex
 	scripts  []Script
 	requests []map[string]any
+	arrived  chan struct{} // closed and renewed at each request
 }
 
 // New starts a server until the test ends.
 func New(t testing.TB) *Server {
-	s := &Server{}
+	s := NewServer()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a server; Close stops it.
+func NewServer() *Server {
+	s := &Server{arrived: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL + "/v1"
-	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// Close stops the server (after the requests in flight).
+func (s *Server) Close() { s.srv.Close() }
+
+// WaitRequests waits until at least n requests have arrived and returns
+// them all; ok is false when they did not within timeout.
+func (s *Server) WaitRequests(n int, timeout time.Duration) (reqs []map[string]any, ok bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		reqs = append([]map[string]any(nil), s.requests...)
+		arrived := s.arrived
+		s.mu.Unlock()
+		if len(reqs) >= n {
+			return reqs, true
+		}
+		select {
+		case <-arrived:
+		case <-deadline.C:
+			return reqs, false
+		}
+	}
+}
+
+// Pending is how many pushed scripts no request has taken yet.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.scripts)
 }
 
 // Push queues responses, served in order.
@@ -77,8 +125,37 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
+	if msg := badToolSequence(body); msg != "" {
+		// OpenAI refuses these; so does the fake, so a runtime that
+		// leaves a call unanswered is caught.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": "messages", "code": nil}})
+		w.Write(b)
+		s.mu.Lock()
+		s.requests = append(s.requests, body)
+		close(s.arrived)
+		s.arrived = make(chan struct{})
+		s.mu.Unlock()
+		return
+	}
+	if s.ContextLimit > 0 {
+		if n := promptTokens(body); n > s.ContextLimit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, s.ContextLimit, n)
+			s.mu.Lock()
+			s.requests = append(s.requests, body)
+			close(s.arrived)
+			s.arrived = make(chan struct{})
+			s.mu.Unlock()
+			return
+		}
+	}
 	s.mu.Lock()
 	s.requests = append(s.requests, body)
+	close(s.arrived)
+	s.arrived = make(chan struct{})
 	var sc Script
 	if len(s.scripts) > 0 {
 		sc = s.scripts[0]
@@ -98,14 +175,23 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl := w.(http.Flusher)
-	if sc.Hold != nil {
+	hold := func() bool {
 		select {
 		case <-sc.Hold:
+			return true
 		case <-r.Context().Done():
-			return
+			return false
 		}
 	}
+	if sc.Hold != nil && sc.HoldAfter <= 0 && !hold() {
+		return
+	}
 	for i, c := range sc.Chunks {
+		if sc.Hold != nil && sc.HoldAfter > 0 && i == sc.HoldAfter {
+			if !hold() {
+				return
+			}
+		}
 		if sc.CutAfter > 0 && i == sc.CutAfter {
 			// Drop the connection mid-stream, as a proxy or a crash would.
 			if hj, ok := w.(http.Hijacker); ok {
@@ -124,6 +210,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, "data: %s\n\n", c)
 		fl.Flush()
+		if sc.Sent != nil {
+			sc.Sent(i)
+		}
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	fl.Flush()
@@ -192,6 +281,89 @@ func ToolCall(text, id, name, args string, n int) []string {
 		}}}, ""))
 	}
 	return append(out, chunk(map[string]any{}, "tool_calls"), Usage(20, 10))
+}
+
+// Call is one tool call of ToolCalls.
+type Call struct {
+	ID, Name, Args string
+}
+
+// ToolCalls streams several tool calls in one response, each one's
+// arguments in n pieces, optionally after some text.
+func ToolCalls(text string, n int, calls ...Call) []string {
+	out := []string{chunk(map[string]any{"role": "assistant"}, "")}
+	if text != "" {
+		out = append(out, chunk(map[string]any{"content": text}, ""))
+	}
+	for i, c := range calls {
+		out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""},
+		}}}, ""))
+		for _, p := range split(c.Args, n) {
+			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": i, "function": map[string]any{"arguments": p},
+			}}}, ""))
+		}
+	}
+	return append(out, chunk(map[string]any{}, "tool_calls"), Usage(20, 10))
+}
+
+// WithUsage replaces the usage chunk that ends chunks.
+func WithUsage(chunks []string, prompt, completion int) []string {
+	out := append([]string(nil), chunks...)
+	if len(out) > 0 && strings.Contains(out[len(out)-1], `"usage"`) {
+		out = out[:len(out)-1]
+	}
+	return append(out, Usage(prompt, completion))
+}
+
+// badToolSequence checks what OpenAI checks of tool messages: an assistant
+// message with tool_calls is followed by one tool message for each of its
+// ids, and a tool message answers such a call.
+func badToolSequence(body map[string]any) string {
+	msgs, _ := body["messages"].([]any)
+	for i := 0; i < len(msgs); i++ {
+		m, _ := msgs[i].(map[string]any)
+		switch m["role"] {
+		case "tool":
+			return fmt.Sprintf("messages[%d]: messages with role 'tool' must be a response to a preceding message with 'tool_calls'", i)
+		case "assistant":
+			calls, _ := m["tool_calls"].([]any)
+			if len(calls) == 0 {
+				continue
+			}
+			want := map[string]bool{}
+			for _, c := range calls {
+				cm, _ := c.(map[string]any)
+				want[fmt.Sprint(cm["id"])] = true
+			}
+			j := i + 1
+			for ; j < len(msgs); j++ {
+				tm, _ := msgs[j].(map[string]any)
+				if tm["role"] != "tool" {
+					break
+				}
+				delete(want, fmt.Sprint(tm["tool_call_id"]))
+			}
+			if len(want) > 0 {
+				return fmt.Sprintf("messages[%d]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'", i)
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}
+
+// promptTokens estimates a request's size the way OpenAI counts it,
+// roughly: four bytes a token, a few more per message.
+func promptTokens(body map[string]any) int {
+	msgs, _ := body["messages"].([]any)
+	n := 0
+	for _, m := range msgs {
+		b, _ := json.Marshal(m)
+		n += len(b)/4 + 4
+	}
+	return n
 }
 
 // Usage is the final chunk with token counts and no choices.

@@ -51,7 +51,8 @@ func encodeEvent(ev *core.Event, reqID, cursor int64) []byte {
 		p = updateJSON{MessageID: ev.StreamID, Text: ev.Text}
 	case core.EvMessageStop:
 		m := ev.Message
-		p = stopJSON{MessageID: m.ID, FinalText: m.Text, Reasoning: m.Reasoning, Model: m.Model, Tokens: m.Tokens, Runtime: runtimePayload(m.Runtime), TS: m.TS}
+		p = stopJSON{MessageID: m.ID, FinalText: m.Text, Reasoning: m.Reasoning, Media: mediaList(m.Media), Model: m.Model, Tokens: m.Tokens,
+			Runtime: runtimePayload(m.Runtime), TS: m.TS}
 	case core.EvMessageDeleted:
 		p = struct {
 			IDs []string `json:"message_ids"`

@@ -78,6 +78,7 @@ type stopJSON struct {
 	MessageID string       `json:"message_id"`
 	FinalText string       `json:"final_text"`
 	Reasoning string       `json:"reasoning,omitempty"`
+	Media     []mediaJSON  `json:"media,omitempty"` // files the agent sent with the reply
 	Model     string       `json:"model,omitempty"`
 	Tokens    int          `json:"tokens,omitempty"`
 	Runtime   *runtimeJSON `json:"runtime,omitempty"`

@@ -53,7 +53,11 @@ type Session struct {
 	stop context.CancelFunc
 
 	syncMu sync.Mutex
-	wg     sync.WaitGroup
+	// Pulls are served one after another, in the order asked: binary
+	// frames do not say whose they are.
+	pulls    chan pullJob
+	pullOnce sync.Once
+	wg       sync.WaitGroup
 }
 
 // Open handles the first frame, which must be a hello with a valid token.
@@ -90,7 +94,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 		push = "none"
 	}
 	ack := helloAckJSON{
-		ServerCaps: serverCaps{Streaming: true, Reasoning: true, Tools: true, Media: false, Search: false,
+		ServerCaps: serverCaps{Streaming: true, Reasoning: true, Tools: true, Media: true, Search: true,
 			Push: push, PushNtfyServer: cfg.PushNtfyServer, Pickers: true},
 		SyncCursor: w.SyncCursor, LastPushedCursor: w.LastPushedCursor, Channels: channelList(w.Channels),
 	}
@@ -149,12 +153,6 @@ var known = map[string]bool{
 	"channel.icon": true, "channel.set_automation": true, "channel.delete": true, "search": true,
 	"media.upload.start": true, "media.upload.end": true, "media.pull": true, "commands.catalog": true,
 	"commands.complete": true, "picker.select": true,
-}
-
-// HandleBinary processes a binary frame. Binary frames only carry media
-// uploads, which this gateway does not take yet.
-func (s *Session) HandleBinary(ctx context.Context, data []byte) {
-	s.sendError(0, core.Errorf(core.CodeUnsupported, "binary frame outside a media upload"))
 }
 
 func (s *Session) caller(id int64) gateway.Caller { return gateway.Caller{Conn: s.conn, ReqID: id} }
@@ -250,7 +248,7 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 	case "channel.create", "channel.rename", "channel.set_default", "channel.favorite", "channel.icon", "channel.set_automation", "channel.delete":
 		return s.channel(ctx, env, id)
 	case "search", "media.upload.start", "media.upload.end", "media.pull":
-		return core.Errorf(core.CodeUnsupported, "%s is not available on this gateway yet", env.Type)
+		return s.media(ctx, env, id)
 	case "commands.catalog":
 		s.reply(id, "commands.catalog", core.Lane{}, struct {
 			Commands []commandJSON `json:"commands"`

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Media: uploads arrive on a connection and become the device's refs;
+// message.send attaches refs; the agent's files become offers; devices
+// pull files by md_ id. The bytes live in package media's content store.
+
+// MaxMediaRefs bounds the attachments of one message.
+const MaxMediaRefs = 32
+
+var errNoMedia = core.Errorf(core.CodeUnsupported, "this gateway takes no media")
+
+// UploadRequest is a media.upload.start.
+type UploadRequest struct {
+	Ref      string
+	Kind     string
+	Mime     string
+	Size     *int64
+	Filename string
+}
+
+// UploadStart opens an upload on the caller's connection; binary frames
+// then carry its bytes (UploadChunk). Nothing answers it unless it fails.
+func (g *Gateway) UploadStart(ctx context.Context, from Caller, req UploadRequest) error {
+	if g.cfg.Media == nil {
+		return errNoMedia
+	}
+	if from.Conn == nil {
+		return core.Errorf(core.CodeUnsupported, "uploads need a connection")
+	}
+	return g.cfg.Media.Start(from.Conn.ID, from.Conn.DeviceID, from.ReqID, req.Ref, req.Kind, req.Mime, req.Filename, req.Size)
+}
+
+// UploadChunk appends a binary frame to the connection's open upload. An
+// error comes with the id of the request it answers (the upload's start).
+func (g *Gateway) UploadChunk(c *hub.Conn, data []byte) (int64, error) {
+	if g.cfg.Media == nil {
+		return 0, errNoMedia
+	}
+	return g.cfg.Media.Write(c.ID, data)
+}
+
+// UploadEnd finishes an upload; the ref is then the device's to attach
+// for a while (media.Limits.RefTTL).
+func (g *Gateway) UploadEnd(ctx context.Context, from Caller, ref, sha256 string) error {
+	if g.cfg.Media == nil {
+		return errNoMedia
+	}
+	if from.Conn == nil {
+		return core.Errorf(core.CodeUnsupported, "uploads need a connection")
+	}
+	_, err := g.cfg.Media.End(ctx, from.Conn.ID, from.Conn.DeviceID, ref, sha256)
+	return err
+}
+
+// PullMedia opens a stored file for a device to read. The caller closes it.
+func (g *Gateway) PullMedia(ctx context.Context, mediaID string) (core.Media, *os.File, error) {
+	if g.cfg.Media == nil {
+		return core.Media{}, nil, errNoMedia
+	}
+	m, err := g.st.Media(ctx, mediaID)
+	if err != nil {
+		return m, nil, notFound(err, "unknown media_id "+quote(mediaID))
+	}
+	f, err := g.cfg.Media.Open(m)
+	return m, f, err
+}
+
+// dropUploads abandons what a connection was uploading.
+func (g *Gateway) dropUploads(c *hub.Conn) {
+	if g.cfg.Media != nil {
+		g.cfg.Media.Drop(c.ID)
+	}
+}
+
+// checkRefs vets a message's media_refs before anything is written, so a
+// bad ref leaves no trace (no auto-thread, no message): each must be an
+// acknowledged upload of this device.
+func (g *Gateway) checkRefs(ctx context.Context, dev string, refs []string) ([]string, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	if g.cfg.Media == nil {
+		return nil, errNoMedia
+	}
+	var uniq []string // a ref sent twice is attached once
+	for _, r := range refs {
+		if !slices.Contains(uniq, r) {
+			uniq = append(uniq, r)
+		}
+	}
+	refs = uniq
+	if len(refs) > MaxMediaRefs {
+		return nil, core.Errorf(core.CodeUnsupported, "at most %d media_refs in one message", MaxMediaRefs)
+	}
+	for _, r := range refs {
+		if _, err := g.st.Upload(ctx, dev, r); err != nil {
+			return nil, notFound(err, "unknown media_ref "+quote(r)+": not an acknowledged upload of this device (or it expired)")
+		}
+	}
+	return refs, nil
+}
+
+// attach turns the refs into the message's media, inside the transaction
+// that stores it.
+func attach(tx *store.Tx, dev string, refs []string, m *core.Message) error {
+	for _, r := range refs {
+		md, err := tx.AttachUpload(dev, r, m.Lane, m.ID)
+		if err != nil {
+			return notFound(err, "unknown media_ref "+quote(r)+": it expired or was used meanwhile")
+		}
+		m.Media = append(m.Media, md)
+	}
+	return nil
+}
+
+// withPaths gives the agent where each file of a message is on disk.
+func (g *Gateway) withPaths(ms []core.Media) []core.Media {
+	if len(ms) == 0 || g.cfg.Media == nil {
+		return ms
+	}
+	out := slices.Clone(ms)
+	for i := range out {
+		out[i].Path = g.cfg.Media.Path(out[i].SHA256)
+	}
+	return out
+}
+
+// offerFile stores a file the agent sends, ties it to the reply messageID
+// (which must exist) and offers it to the devices with a media.offer.
+func (g *Gateway) offerFile(ctx context.Context, lk core.Lane, messageID, path string) (core.Media, error) {
+	if g.cfg.Media == nil {
+		return core.Media{}, errNoMedia
+	}
+	errGone := errors.New("the reply was deleted")
+	id := core.NewID("md_")
+	m, err := g.cfg.Media.Ingest(ctx, path, func(m core.Media) error {
+		m.ID, m.MessageID = id, messageID
+		offer := m
+		return g.commit(ctx, func(tx *store.Tx) error {
+			if err := tx.PutBlob(m.SHA256, m.Size); err != nil {
+				return err
+			}
+			ok, err := tx.InsertMedia(m, lk)
+			if err == nil && !ok {
+				err = errGone
+			}
+			return err
+		}, &core.Event{Type: core.EvMediaOffer, Lane: lk, Media: &offer})
+	})
+	m.ID = id
+	return m, err
+}
+
+// collectMedia removes the files deleted messages no longer need. It runs
+// before the deleting request's handler returns, so the device's next
+// request finds them gone.
+func (g *Gateway) collectMedia() {
+	if g.cfg.Media == nil {
+		return
+	}
+	if _, err := g.cfg.Media.Collect(context.Background()); err != nil {
+		g.log.Error("media: collecting unused files", "err", err)
+	}
+}

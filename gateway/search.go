@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Search limits.
+const (
+	DefaultSearch = 20
+	MaxSearch     = 100
+)
+
+// Search scopes.
+const (
+	ScopeAll  = "all"
+	ScopeChat = "chat"
+)
+
+// SearchRequest is a search a person makes.
+type SearchRequest struct {
+	Query string
+	Scope string    // all (default) | chat
+	Lane  core.Lane // for scope chat; the default channel when absent
+	Limit int
+}
+
+// Search finds messages by their words, newest first (see store.Search).
+// It returns the scope it searched.
+func (g *Gateway) Search(ctx context.Context, req SearchRequest) (string, []store.SearchHit, error) {
+	switch {
+	case req.Limit <= 0:
+		req.Limit = DefaultSearch
+	case req.Limit > MaxSearch:
+		req.Limit = MaxSearch
+	}
+	var lane *core.Lane
+	switch req.Scope {
+	case "", ScopeAll:
+		req.Scope = ScopeAll
+	case ScopeChat:
+		if _, err := g.resolveLane(ctx, &req.Lane); err != nil {
+			return "", nil, err
+		}
+		lane = &req.Lane
+	default:
+		return "", nil, core.Errorf(core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s", quote(req.Scope))
+	}
+	hits, err := g.st.Search(ctx, req.Query, lane, req.Limit)
+	return req.Scope, hits, err
+}

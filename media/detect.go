@@ -1,0 +1,188 @@
+package media
+
+import (
+	"context"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// Kinds of media, as the protocol names them.
+var Kinds = []string{"image", "audio", "video", "document", "voice"}
+
+// Limits of what a device declares.
+const (
+	MaxRefBytes      = 128
+	MaxFilenameBytes = 255
+	maxMimeBytes     = 127
+)
+
+// Describe checks what a device declares in media.upload.start and fills
+// what it left out: the kind from the mime type, the mime type from the
+// file name, the file name from the ref. size must be given.
+func Describe(ref, kind, mimeType, filename string, size *int64) (core.Media, error) {
+	if ref == "" {
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "media_ref is required")
+	}
+	if len(ref) > MaxRefBytes || !utf8.ValidString(ref) || strings.IndexFunc(ref, unicode.IsControl) >= 0 {
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "media_ref must be at most %d bytes of printable text", MaxRefBytes)
+	}
+	if size == nil {
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "size is required: the file's length in bytes")
+	}
+	if *size < 0 {
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "size must not be negative")
+	}
+	m := core.Media{Size: *size, Filename: CleanName(filename)}
+	if m.Filename == "" {
+		m.Filename = CleanName(ref)
+	}
+	if m.Filename == "" {
+		m.Filename = "file"
+	}
+	if mimeType != "" {
+		mt, _, err := mime.ParseMediaType(mimeType)
+		if err != nil || len(mt) > maxMimeBytes || !strings.Contains(mt, "/") {
+			return core.Media{}, core.Errorf(core.CodeUnsupported, "mime %q is not a media type (like image/jpeg)", quoteCut(mimeType))
+		}
+		m.Mime = mt
+	} else {
+		m.Mime = byExtension(m.Filename)
+	}
+	switch {
+	case kind == "":
+		m.Kind = KindOf(m.Mime)
+	case isKind(kind):
+		m.Kind = kind
+	default:
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "kind must be one of %s, not %q", strings.Join(Kinds, ", "), quoteCut(kind))
+	}
+	return m, nil
+}
+
+func isKind(k string) bool {
+	for _, x := range Kinds {
+		if k == x {
+			return true
+		}
+	}
+	return false
+}
+
+// KindOf is the kind a mime type stands for; voice is only ever declared.
+func KindOf(mimeType string) string {
+	switch {
+	case strings.HasPrefix(mimeType, "image/"):
+		return "image"
+	case strings.HasPrefix(mimeType, "audio/"):
+		return "audio"
+	case strings.HasPrefix(mimeType, "video/"):
+		return "video"
+	}
+	return "document"
+}
+
+func byExtension(name string) string {
+	if t := mime.TypeByExtension(strings.ToLower(filepath.Ext(name))); t != "" {
+		if mt, _, err := mime.ParseMediaType(t); err == nil {
+			return mt
+		}
+	}
+	return "application/octet-stream"
+}
+
+// CleanName makes a file name safe to show and to save on a device: the
+// last element of any path, without control characters, at most
+// MaxFilenameBytes, never "." or "..".
+func CleanName(name string) string {
+	name = strings.ToValidUTF8(name, "")
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, name)
+	name = strings.TrimSpace(name)
+	for len(name) > MaxFilenameBytes {
+		_, n := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-n]
+	}
+	if strings.Trim(name, ".") == "" {
+		return ""
+	}
+	return name
+}
+
+func quoteCut(s string) string {
+	if len(s) > 64 {
+		for i := 64; i > 0; i-- {
+			if utf8.RuneStart(s[i]) {
+				return s[:i] + "…"
+			}
+		}
+	}
+	return s
+}
+
+// Ingest copies a file of the agent's into the store and runs record (in
+// which the caller commits the rows that use it) with what was stored:
+// the file name, its sha256 and size, and a mime type from its extension
+// or, failing that, its first bytes. record must put the blob
+// (store.Tx.PutBlob) in the transaction that adds the rows using it.
+func (s *Store) Ingest(ctx context.Context, path string, record func(core.Media) error) (core.Media, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return core.Media{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return core.Media{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "%s is not a regular file", filepath.Base(path))
+	}
+	if st.Size() > s.lim.MaxSize {
+		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s is %d bytes; the limit is %d", filepath.Base(path), st.Size(), s.lim.MaxSize)
+	}
+	t, err := s.newTemp()
+	if err != nil {
+		return core.Media{}, err
+	}
+	head := make([]byte, 512)
+	hn, _ := io.ReadFull(f, head)
+	head = head[:hn]
+	t.Write(head)
+	// The file may grow while it is copied: the limit holds all the same.
+	if _, err := io.Copy(t, io.LimitReader(f, s.lim.MaxSize+1-int64(hn))); err != nil {
+		t.discard()
+		return core.Media{}, err
+	}
+	if t.n > s.lim.MaxSize {
+		t.discard()
+		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s grew past the limit of %d bytes", filepath.Base(path), s.lim.MaxSize)
+	}
+	m := core.Media{Filename: CleanName(filepath.Base(path)), Size: t.n}
+	if m.Filename == "" {
+		m.Filename = "file"
+	}
+	if m.Mime = byExtension(m.Filename); m.Mime == "application/octet-stream" {
+		m.Mime, _, _ = mime.ParseMediaType(http.DetectContentType(head))
+	}
+	m.Kind = KindOf(m.Mime)
+	err = s.install(ctx, t, func(sha string) error {
+		m.SHA256 = sha
+		return record(m)
+	})
+	return m, err
+}

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// SearchHit is one message that matches a search.
+type SearchHit struct {
+	MessageID string
+	Lane      core.Lane
+	Role      string
+	Snippet   string
+	TS        int64
+}
+
+// Search limits.
+const (
+	SnippetRunes = 160 // the longest snippet, ellipses included
+	maxWords     = 16  // words of a query that are searched
+)
+
+// Search finds the messages whose text has every word of query (the last
+// one as a prefix), in all lanes or, when lane is set, in that one. Hits
+// come newest first. A query with nothing searchable in it (only
+// punctuation, say) finds nothing.
+func (s *Store) Search(ctx context.Context, query string, lane *core.Lane, limit int) ([]SearchHit, error) {
+	expr := MatchExpr(query)
+	if expr == "" {
+		return nil, nil
+	}
+	if lane != nil {
+		expr = fmt.Sprintf(`lane_key : "%s" AND %s`, laneKey(*lane), expr)
+	}
+	limit = max(1, min(limit, 100))
+	// Newest first is what the index gives cheaply: FTS5 walks its lists
+	// backwards by rowid and stops at the limit, so a common word costs no
+	// more than a rare one. Ranking by bm25 would score every match first.
+	rows, err := s.r.QueryContext(ctx, `SELECT m.id, m.chat_id, m.thread_id, m.role, m.ts,
+		highlight(messages_fts, 0, char(57344), char(57345))
+		FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid
+		WHERE messages_fts MATCH ? ORDER BY messages_fts.rowid DESC LIMIT ?`, expr, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SearchHit
+	for rows.Next() {
+		var h SearchHit
+		var marked string
+		if err := rows.Scan(&h.MessageID, &h.Lane.ChatID, &h.Lane.ThreadID, &h.Role, &h.TS, &marked); err != nil {
+			return nil, err
+		}
+		h.Snippet = snippet(marked, SnippetRunes)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// laneKey is the lane's token in the index; it must match the lane_key
+// column's expression: hex() of the UTF-8 bytes, upper case.
+func laneKey(l core.Lane) string {
+	return fmt.Sprintf("l%Xx%X", l.ChatID, l.ThreadID)
+}
+
+// MatchExpr turns what a person typed into an FTS5 query, or "" when
+// nothing in it can be searched. User input is words, never syntax: each
+// word becomes a quoted phrase of its letters and digits (quotes, *,
+// parentheses, emoji and other symbols only separate), the FTS operators
+// written in capitals (AND, OR, NOT, NEAR) are dropped, and the last word
+// matches as a prefix. Whatever the input, the result is a valid query.
+func MatchExpr(query string) string {
+	type word struct{ tokens []string }
+	var words []word
+	ops := 0
+	for _, f := range strings.Fields(query) {
+		var w word
+		for _, t := range strings.FieldsFunc(f, isSeparator) {
+			switch t {
+			case "AND", "OR", "NOT", "NEAR":
+				ops++
+				continue
+			}
+			w.tokens = append(w.tokens, t)
+		}
+		if len(w.tokens) > 0 {
+			words = append(words, w)
+		}
+		if len(words) == maxWords {
+			break
+		}
+	}
+	if len(words) == 0 && ops > 0 {
+		// Nothing but operators: then they were meant as words.
+		return MatchExpr(strings.ToLower(query))
+	}
+	if len(words) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("text : (")
+	for i, w := range words {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.Join(w.tokens, " "))
+		b.WriteByte('"')
+		// A prefix of one letter would merge the lists of every word that
+		// starts with it; from two letters on the index has them ready.
+		if i == len(words)-1 && utf8.RuneCountInString(w.tokens[len(w.tokens)-1]) >= 2 {
+			b.WriteByte('*')
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// isSeparator follows the index's tokenizer (unicode61): letters, numbers,
+// marks and private-use characters make words, everything else separates
+// them. The quote, the only character with a meaning inside a phrase, is a
+// separator, so no input can end a phrase early.
+func isSeparator(r rune) bool {
+	return !(unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r) || unicode.Is(unicode.Co, r)) ||
+		r == '\uE000' || r == '\uE001'
+}
+
+// snippet cuts the text around its first highlighted match (between
+// U+E000 and U+E001, as highlight() marks it) to at most n runes, with "…"
+// where it was cut, whitespace collapsed and cuts made between words when
+// one is near.
+func snippet(marked string, n int) string {
+	var text []rune
+	match := -1
+	space := false
+	for _, r := range marked {
+		switch {
+		case r == '\uE000':
+			if match < 0 {
+				match = len(text)
+			}
+			continue
+		case r == '\uE001':
+			continue
+		case unicode.IsSpace(r):
+			space = len(text) > 0
+			continue
+		}
+		if space {
+			text = append(text, ' ')
+			space = false
+		}
+		text = append(text, r)
+	}
+	if len(text) <= n {
+		return string(text)
+	}
+	match = max(match, 0)
+	const before = 40 // context kept ahead of the match
+	const slack = 15  // how far a cut may move to fall between words
+	start := max(0, match-before)
+	var end int
+	switch {
+	case start+n >= len(text):
+		start, end = len(text)-(n-1), len(text)
+	case start == 0:
+		end = n - 1
+	default:
+		end = start + n - 2
+	}
+	if start > 0 {
+		for i := start; i < min(start+slack, match, end); i++ {
+			if text[i] == ' ' {
+				start = i + 1
+				break
+			}
+		}
+	}
+	if end < len(text) {
+		for i := end; i > max(end-slack, start+1, match+1); i-- {
+			if text[i] == ' ' {
+				end = i
+				break
+			}
+		}
+	}
+	out := strings.TrimSpace(string(text[start:end]))
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(text) {
+		out += "…"
+	}
+	return out
+}
+
+// SearchIndexBytes is the size of the search index on disk.
+func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'`).Scan(&n)
+	return n, err
+}
+
+// ImportMessages adds finished messages in bulk (imports, benchmarks), in
+// one transaction: next is called until it returns false. The new rows are
+// indexed for search in one statement at the end rather than by the
+// insert trigger row by row, which is about twice as fast for many rows.
+func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, bool)) (int, error) {
+	n := 0
+	err := s.Write(ctx, func(tx *Tx) error {
+		var from int64
+		if err := tx.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&from); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(`DROP TRIGGER messages_fts_insert`); err != nil {
+			return err
+		}
+		st, err := tx.tx.Prepare(`INSERT INTO messages (id, chat_id, thread_id, role, text, ts) VALUES (?,?,?,?,?,?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for {
+			m, ok := next()
+			if !ok {
+				break
+			}
+			if _, err := st.Exec(m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.TS); err != nil {
+				return err
+			}
+			n++
+		}
+		if _, err := tx.tx.Exec(ftsInsertTrigger); err != nil {
+			return err
+		}
+		_, err = tx.tx.Exec(`INSERT INTO messages_fts (rowid, text, lane_key) SELECT seq, text, lane_key FROM messages WHERE seq > ?`, from)
+		return err
+	})
+	return n, err
+}

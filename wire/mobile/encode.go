@@ -1,0 +1,297 @@
+package mobile
+
+import (
+	"encoding/base64"
+	"sync"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/hub"
+)
+
+// codec turns the core's events into the frames of one Hermes Mobile
+// connection. Unlike Iris's it has state: the replies streaming in the
+// device's lane (sent as edits of one message, at a bounded rate) and the
+// avatar. Only events of the device's lane reach the device.
+type codec struct {
+	d        *Dialect
+	deviceID string // the hub's device id
+	lane     core.Lane
+	session  string
+
+	mu      sync.Mutex
+	conn    *hub.Conn // set once Connect returns; timers need it
+	closed  bool
+	streams map[string]*stream
+	avatar  string // "" until the first avatar frame: the app starts idle
+	busy    bool
+	quiet   *time.Timer // avatar back to idle (or thinking) after quiet
+}
+
+// stream is a reply streaming in the lane.
+type stream struct {
+	text  string // newest text
+	sent  string // text of the last frames sent
+	began bool   // its first frames went out
+	last  time.Time
+	timer *time.Timer // a pending edit
+}
+
+func newCodec(d *Dialect, deviceID string, lane core.Lane, session string) *codec {
+	return &codec{d: d, deviceID: deviceID, lane: lane, session: session, streams: map[string]*stream{}}
+}
+
+func (c *codec) setConn(conn *hub.Conn) {
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+}
+
+// close stops the codec's timers; nothing is sent after it.
+func (c *codec) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, st := range c.streams {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+	}
+	if c.quiet != nil {
+		c.quiet.Stop()
+	}
+}
+
+// Frames implements hub.Codec.
+func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
+	if ev.Lane != c.lane {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	var outs []hub.Out
+	switch ev.Type {
+	case core.EvMessage:
+		m := ev.Message
+		if m == nil || m.Role == core.RoleUser || m.Text == "" {
+			// The protocol has no frame for a person's words: the phone
+			// shows the agent's side of its lane.
+			return nil
+		}
+		outs = messageFrames(m.ID, m.Text, false, true)
+		if m.Role == core.RoleAssistant {
+			outs = c.output(outs)
+		}
+	case core.EvMessageStart:
+		if c.streams[ev.StreamID] == nil {
+			c.streams[ev.StreamID] = &stream{}
+		}
+		outs = c.output(nil)
+	case core.EvMessageUpdate:
+		st := c.streams[ev.StreamID]
+		if st == nil { // joined mid-stream without its start
+			st = &stream{}
+			c.streams[ev.StreamID] = st
+		}
+		st.text = ev.Text
+		outs = c.output(c.update(ev.StreamID, st))
+	case core.EvMessageStop:
+		m := ev.Message
+		if m == nil {
+			return nil
+		}
+		st := c.streams[m.ID]
+		delete(c.streams, m.ID)
+		began := false
+		if st != nil {
+			began = st.began
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+		}
+		if m.Text == "" && !began {
+			return nil
+		}
+		outs = c.output(messageFrames(m.ID, m.Text, began, true))
+	case core.EvTyping:
+		if ev.On {
+			outs = []hub.Out{{Data: marshal(typingJSON{T: "typing"})}}
+		}
+	case core.EvAgentBusy:
+		c.busy = true
+		if c.quiet != nil {
+			c.quiet.Stop()
+		}
+		outs = c.setAvatar(nil, AvatarThinking)
+	case core.EvAgentIdle:
+		c.busy = false
+		outs = []hub.Out{{Data: marshal(typingJSON{T: "typing", Stop: true})}}
+		if c.avatar == AvatarThinking || c.quiet == nil {
+			c.armQuiet()
+		}
+	case core.EvPicker:
+		if ev.Picker != nil {
+			if data := c.d.cards.open(c.deviceID, c.session, ev.Picker); data != nil {
+				outs = []hub.Out{{Data: data}}
+			}
+		}
+	}
+	return outs
+}
+
+// output notes that the agent produced output: the avatar speaks, and
+// returns to rest after a quiet spell.
+func (c *codec) output(outs []hub.Out) []hub.Out {
+	outs = c.setAvatar(outs, AvatarSpeaking)
+	c.armQuiet()
+	return outs
+}
+
+func (c *codec) armQuiet() {
+	if c.quiet != nil {
+		c.quiet.Stop()
+	}
+	c.quiet = time.AfterFunc(c.d.cfg.AvatarQuiet, c.quietDone)
+}
+
+func (c *codec) quietDone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.conn == nil {
+		return
+	}
+	state := AvatarIdle
+	if c.busy {
+		state = AvatarThinking // output paused, the agent still works
+	}
+	for _, o := range c.setAvatar(nil, state) {
+		c.conn.Send(o)
+	}
+}
+
+// setAvatar appends an avatar frame when the state changes.
+func (c *codec) setAvatar(outs []hub.Out, state string) []hub.Out {
+	cur := c.avatar
+	if cur == "" {
+		cur = AvatarIdle
+	}
+	if cur == state {
+		return outs
+	}
+	c.avatar = state
+	return append(outs, hub.Out{Data: marshal(avatarJSON{T: "avatar", State: state})})
+}
+
+// update returns the frames a stream's new text calls for now: its first
+// frames at once, then edits at most every EditEvery per chunk of text
+// (an edit resends the whole text), the newest text last; an edit held
+// back is sent by a timer.
+func (c *codec) update(id string, st *stream) []hub.Out {
+	if st.text == "" || st.text == st.sent {
+		return nil
+	}
+	now := time.Now()
+	if !st.began {
+		st.began, st.sent, st.last = true, st.text, now
+		return messageFrames(id, st.text, false, false)
+	}
+	wait := c.editInterval(st.text) - now.Sub(st.last)
+	if wait <= 0 {
+		st.sent, st.last = st.text, now
+		return messageFrames(id, st.text, true, false)
+	}
+	if st.timer == nil {
+		st.timer = time.AfterFunc(wait, func() { c.flush(id) })
+	}
+	return nil
+}
+
+func (c *codec) editInterval(text string) time.Duration {
+	n := (chars(text) + ChunkChars - 1) / ChunkChars
+	return c.d.cfg.EditEvery * time.Duration(max(n, 1))
+}
+
+// flush sends a stream's held-back edit.
+func (c *codec) flush(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[id]
+	if c.closed || st == nil || c.conn == nil {
+		return
+	}
+	st.timer = nil
+	if st.text == st.sent {
+		return
+	}
+	st.sent, st.last = st.text, time.Now()
+	for _, o := range messageFrames(id, st.text, true, false) {
+		if !c.conn.Send(o) {
+			return
+		}
+	}
+}
+
+// messageFrames cuts text into message frames of at most ChunkChars
+// characters with one id; final marks the last. Edits in flight carry a
+// queue key, so under backpressure only the newest edit of each chunk
+// waits to be written.
+func messageFrames(id, text string, edit, final bool) []hub.Out {
+	parts := splitChars(text, ChunkChars)
+	outs := make([]hub.Out, len(parts))
+	for i, p := range parts {
+		last := i == len(parts)-1
+		outs[i] = hub.Out{Data: marshal(messageJSON{T: "message", ID: id, Text: p, Chunk: chunkJSON{Index: i, Total: len(parts)}, Final: final && last, Edit: edit})}
+		if edit && !final {
+			outs[i].Key = "m\x00" + id + "\x00" + itoa(i)
+		}
+	}
+	return outs
+}
+
+// splitChars cuts s into pieces of at most n characters (at least one
+// piece, possibly empty).
+func splitChars(s string, n int) []string {
+	var out []string
+	for chars(s) > n {
+		cut := len(truncate(s, n))
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	p := len(b)
+	for i > 0 {
+		p--
+		b[p] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[p:])
+}
+
+// mediaFrames calls send with each frame of a file sent to a device:
+// parts of at most chunk bytes, base64-encoded, all with one id, the last
+// final. It stops at the first error.
+func mediaFrames(id, kind, mime, filename, caption string, data []byte, chunk int, send func(hub.Out) error) error {
+	parts := max((len(data)+chunk-1)/chunk, 1)
+	for i := range parts {
+		lo, hi := i*chunk, min((i+1)*chunk, len(data))
+		f := mediaOutJSON{T: "media", ID: id, Kind: kind, Mime: mime, Filename: filename, Part: i, Parts: parts,
+			Final: i == parts-1, Size: int64(len(data)), Data: base64.StdEncoding.EncodeToString(data[lo:hi])}
+		if i == 0 {
+			f.Caption = caption
+		}
+		if err := send(hub.Out{Data: marshal(f)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,643 @@
+package mobile
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"mime"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/hub"
+)
+
+// SessionPrefix makes a device's session (and its lane's chat id, and its
+// device id in the hub) from its device.id.
+const SessionPrefix = "mobile:"
+
+// Config is what the dialect needs from the server.
+type Config struct {
+	GW   *gateway.Gateway
+	Auth *gateway.Auth
+	Log  *slog.Logger
+	// AvatarURL is announced in ready (may be empty).
+	AvatarURL string
+	// AllowedDevices, when not empty, is the only device ids phones may use.
+	AllowedDevices []string
+	// DeliverTokens admit service connections that may send deliver.
+	DeliverTokens []string
+	// ExtraTokens are "device_id=token" entries: tokens bound to a device.
+	ExtraTokens []string
+	// HomeDevice is a deliver's target when it names none.
+	HomeDevice string
+	// AvatarQuiet is how long after the last output the avatar rests
+	// (default 3 s).
+	AvatarQuiet time.Duration
+	// EditEvery bounds how often a streaming reply is edited, per 3,500
+	// characters of text (default 250 ms).
+	EditEvery time.Duration
+	// PromptTTL is a card's lifetime (default 300 s).
+	PromptTTL time.Duration
+	// SendTimeout bounds how long a delivery's media waits for room in the
+	// target connection's queue (default 30 s).
+	SendTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.AvatarQuiet == 0 {
+		c.AvatarQuiet = 3 * time.Second
+	}
+	if c.EditEvery == 0 {
+		c.EditEvery = 250 * time.Millisecond
+	}
+	if c.PromptTTL == 0 {
+		c.PromptTTL = PromptTTLSeconds * time.Second
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 30 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Dialect is the Hermes Mobile side of a server: what outlives one
+// connection (the idempotency window, open cards, the live sessions by
+// device).
+type Dialect struct {
+	cfg    Config
+	access gateway.MobileAccess
+	dedupe *dedupe
+	cards  *cards
+
+	mu       sync.Mutex
+	sessions map[string]*Session // by hub device id
+}
+
+// New makes the dialect.
+func New(cfg Config) *Dialect {
+	cfg.defaults()
+	d := &Dialect{cfg: cfg, dedupe: newDedupe(DedupeTTL, DedupeKeys), sessions: map[string]*Session{}}
+	d.cards = &cards{d: d, m: map[string]*card{}}
+	d.access = gateway.MobileAccess{Deliver: cfg.DeliverTokens, Allowed: cfg.AllowedDevices, Bindings: map[string][]string{}}
+	for _, e := range cfg.ExtraTokens {
+		dev, tok, ok := strings.Cut(e, "=")
+		dev, tok = strings.TrimSpace(dev), strings.TrimSpace(tok)
+		if !ok || dev == "" || tok == "" {
+			cfg.Log.Warn("mobile: ignoring an extra token that is not device_id=token")
+			continue
+		}
+		d.access.Bindings[dev] = append(d.access.Bindings[dev], tok)
+	}
+	return d
+}
+
+// Close stops the cards' timers.
+func (d *Dialect) Close() { d.cards.close() }
+
+func (d *Dialect) session(device string) *Session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sessions[device]
+}
+
+// sendTo queues a frame for a device's live connection, if it has one.
+func (d *Dialect) sendTo(device string, data []byte) {
+	if s := d.session(device); s != nil {
+		s.conn.Send(hub.Out{Data: data})
+	}
+}
+
+// Peer is where a connection comes from.
+type Peer struct {
+	Addr string
+	// Loopback is a connection from 127.0.0.0/8 or ::1 that did not come
+	// through a proxy: such a connection may send deliver.
+	Loopback bool
+}
+
+// Session is one authenticated Hermes Mobile connection.
+type Session struct {
+	d        *Dialect
+	conn     *hub.Conn
+	codec    *codec
+	deviceID string // as the device named itself
+	hubID    string // SessionPrefix + deviceID
+	name     string
+	lane     core.Lane
+	deliver  bool // a delivery token
+	loopback bool
+
+	// The read loop's own state.
+	uploads   map[string]*upload
+	buffered  int
+	awaitText *card // a clarify answered "other": the next text answers it
+}
+
+// Open handles the first frame, which must be a hello with a valid token.
+// On success ready is queued, then the device's open cards.
+func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, error) {
+	f, e := decode(first)
+	if e != nil {
+		return nil, fatal(e)
+	}
+	if f.T != "hello" {
+		return nil, fatal(errorf(CodeBadFrame, "the first frame must be hello, not %q", truncate(f.T, 32)))
+	}
+	h, e := parseHello(f)
+	if e != nil {
+		return nil, fatal(e)
+	}
+	if h.DeviceID == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		h.DeviceID = "dev-" + hex.EncodeToString(b[:])
+	}
+	grant, err := d.cfg.Auth.CheckMobile(ctx, peer.Addr, h.Token, h.DeviceID, d.access)
+	if err != nil {
+		ce := core.AsError(err)
+		switch ce.Code {
+		case core.CodeForbidden:
+			return nil, fatal(errorf(CodeForbidden, "%s", ce.Message))
+		case core.CodeAuth, core.CodeRateLimited:
+			return nil, fatal(errorf(CodeAuthFailed, "%s", ce.Message))
+		}
+		d.cfg.Log.Error("mobile hello", "err", err)
+		return nil, fatal(errorf(CodeInternal, "internal error"))
+	}
+	if h.DeviceName == "" {
+		h.DeviceName = h.DeviceID
+	}
+	hubID := SessionPrefix + h.DeviceID
+	s := &Session{d: d, deviceID: h.DeviceID, hubID: hubID, name: h.DeviceName, lane: core.Lane{ChatID: hubID},
+		deliver: grant.Deliver, loopback: peer.Loopback, uploads: map[string]*upload{}}
+	// A phone's lane is listed at once; a delivery service's only when
+	// something is sent or delivered into it.
+	if !grant.Deliver {
+		if _, err := d.cfg.GW.EnsureChannel(ctx, s.lane.ChatID, s.name); err != nil {
+			d.cfg.Log.Error("mobile: the device's channel", "device", hubID, "err", err)
+			return nil, fatal(errorf(CodeInternal, "internal error"))
+		}
+	}
+	s.codec = newCodec(d, hubID, s.lane, hubID)
+	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName}, s.codec)
+	if err != nil {
+		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
+		return nil, fatal(errorf(CodeInternal, "internal error"))
+	}
+	s.conn = conn
+	s.codec.setConn(conn)
+	d.mu.Lock()
+	d.sessions[hubID] = s
+	d.mu.Unlock()
+	conn.SendFirst(hub.Out{Data: marshal(readyJSON{
+		T: "ready", V: Version, Session: hubID, Device: deviceJSON{ID: h.DeviceID, Name: h.DeviceName}, AvatarURL: d.cfg.AvatarURL,
+		Capabilities: capsJSON{
+			Text: true, Voice: true, Typing: true,
+			AvatarStates: []string{AvatarIdle, AvatarThinking, AvatarSpeaking},
+			MediaIn:      mediaInKinds, MediaOut: mediaOutKinds, Prompts: promptKinds,
+			Edit: true, MaxMediaBytes: MaxMediaBytes, MaxTextChars: MaxTextChars,
+		},
+	})})
+	now := time.Now()
+	for _, c := range d.cards.of(hubID) {
+		if d.cfg.GW.PickerPending(c.id) {
+			conn.Send(hub.Out{Data: c.frame(now)})
+		} else {
+			d.cards.done(c)
+		}
+	}
+	return s, nil
+}
+
+// Conn is the session's hub connection.
+func (s *Session) Conn() *hub.Conn { return s.conn }
+
+// Close ends the session: timers stop and unfinished uploads are freed.
+func (s *Session) Close() {
+	s.codec.close()
+	s.uploads, s.buffered, s.awaitText = nil, 0, nil
+	s.d.mu.Lock()
+	if s.d.sessions[s.hubID] == s {
+		delete(s.d.sessions, s.hubID)
+	}
+	s.d.mu.Unlock()
+}
+
+// known are the device frame types; any other is ignored.
+var known = map[string]bool{
+	"hello": true, "text": true, "audio": true, "media": true, "prompt": true,
+	"typing": true, "ping": true, "ack": true, "deliver": true,
+}
+
+// Handle processes one text frame and returns its type for metrics
+// ("other" for types the protocol does not know). Every error after hello
+// is answered with an error frame and the connection stays open.
+func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
+	f, e := decode(data)
+	if e != nil {
+		s.fail("", e)
+		return "other", nil
+	}
+	typ := f.T
+	if !known[typ] {
+		s.d.cfg.Log.Debug("mobile: ignoring an unknown frame", "t", truncate(f.T, 64), "device", s.hubID)
+		return "other", nil
+	}
+	if e := s.dispatch(ctx, f); e != nil {
+		s.fail(f.ID, e)
+	}
+	return typ, nil
+}
+
+// HandleBinary answers a binary frame: the protocol has none.
+func (s *Session) HandleBinary(ctx context.Context, data []byte) {
+	s.fail("", errorf(CodeBadFrame, "binary frames are not part of the protocol: send JSON text frames"))
+}
+
+func (s *Session) fail(id string, e *Error) {
+	if e.Code == CodeInternal {
+		s.d.cfg.Log.Error("mobile: request failed", "device", s.hubID, "err", e.Message)
+	}
+	s.conn.Send(hub.Out{Data: errorFrame(e, id)})
+}
+
+func (s *Session) reply(v any) { s.conn.Send(hub.Out{Data: marshal(v)}) }
+
+func (s *Session) caller() gateway.Caller { return gateway.Caller{Conn: s.conn} }
+
+func (s *Session) dispatch(ctx context.Context, f *inFrame) *Error {
+	switch f.T {
+	case "hello":
+		return errorf(CodeBadFrame, "already said hello on this connection")
+	case "text":
+		text, e := parseText(f)
+		if e != nil {
+			return e
+		}
+		return s.once(f.ID, func() *Error {
+			if done, e := s.answerText(ctx, text); done {
+				return e
+			}
+			return s.send(ctx, text)
+		})
+	case "audio":
+		a, e := parseAudio(f)
+		if e != nil {
+			return e
+		}
+		return s.once(f.ID, func() *Error { return s.audio(ctx, a) })
+	case "media":
+		m, e := parseMedia(f)
+		if e != nil {
+			return e
+		}
+		return s.media(ctx, f.ID, m)
+	case "prompt":
+		a, e := parsePrompt(f)
+		if e != nil {
+			return e
+		}
+		return s.answer(ctx, a)
+	case "ping":
+		s.reply(pongJSON{T: "pong", TS: pingTS(f)})
+	case "deliver":
+		if !s.loopback && !s.deliver {
+			return errorf(CodeForbidden, "deliver is accepted only from cron: a loopback connection or a delivery token")
+		}
+		d, e := parseDeliver(f)
+		if e != nil {
+			return e
+		}
+		return s.deliverTo(ctx, d)
+	case "typing", "ack":
+		// The person typing changes no avatar state (the protocol has no
+		// listening state); acks need nothing.
+	}
+	return nil
+}
+
+// key is a frame's idempotency key.
+func (s *Session) key(id string) string { return s.lane.ChatID + ":" + id }
+
+// once runs fn unless the frame's key was handled within the window; a
+// duplicate is dropped silently. A failed fn does not count.
+func (s *Session) once(id string, fn func() *Error) *Error {
+	k := s.key(id)
+	if !s.d.dedupe.claim(k) {
+		return nil
+	}
+	e := fn()
+	if e != nil {
+		s.d.dedupe.release(k)
+	}
+	return e
+}
+
+// send hands a person's message to the gateway, in the device's lane. A
+// lane whose channel was deleted is listed again.
+func (s *Session) send(ctx context.Context, text string) *Error {
+	gw := s.d.cfg.GW
+	req := gateway.SendRequest{Lane: s.lane, Text: text}
+	err := gw.Send(ctx, s.caller(), req)
+	if err != nil && core.AsError(err).Code == core.CodeNotFound {
+		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
+			err = gw.Send(ctx, s.caller(), req)
+		}
+	}
+	if err != nil {
+		return fromCore(err)
+	}
+	return nil
+}
+
+// fromCore maps a core error to this dialect's codes.
+func fromCore(err error) *Error {
+	e := core.AsError(err)
+	code := CodeBadFrame
+	switch e.Code {
+	case core.CodeAuth, core.CodeRateLimited:
+		code = CodeAuthFailed
+	case core.CodeForbidden:
+		code = CodeForbidden
+	case core.CodeMediaTooLarge:
+		code = CodeTooBig
+	case core.CodeInternal:
+		code = CodeInternal
+	}
+	return &Error{Code: code, Message: e.Message}
+}
+
+// audio hands a voice message to the agent. The gateway has no media store
+// and no speech recognition yet: the agent gets the device's transcript
+// with a note that audio came; without a transcript the gateway says
+// plainly, in the lane, that it could not hear the recording.
+func (s *Session) audio(ctx context.Context, a audio) *Error {
+	data, e := decodeB64("data", a.Data)
+	if e != nil {
+		return e
+	}
+	what := fmt.Sprintf("voice message (%s, %s)", a.Format, humanSize(len(data)))
+	if t := strings.TrimSpace(a.Text); t != "" {
+		return s.send(ctx, t+"\n\n[Sent as a "+what+"; the text above is the device's transcript. This gateway does not keep audio yet, so the recording itself is not available to you.]")
+	}
+	return s.notice(ctx, "🎤 Got your "+what+", but this gateway cannot transcribe or keep audio yet, so the agent did not hear it. "+
+		"Please send it as text, or turn on speech recognition in the app.")
+}
+
+// notice posts a message from the gateway into the device's lane (listed
+// again if its channel was deleted).
+func (s *Session) notice(ctx context.Context, text string) *Error {
+	gw := s.d.cfg.GW
+	err := gw.Notice(ctx, s.lane, text)
+	if err != nil && core.AsError(err).Code == core.CodeNotFound {
+		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
+			err = gw.Notice(ctx, s.lane, text)
+		}
+	}
+	if err != nil {
+		return fromCore(err)
+	}
+	return nil
+}
+
+// upload is a multi-part media file being assembled.
+type upload struct {
+	kind, mime, filename, caption string
+	parts                         [][]byte // by part index; nil: not yet
+	got                           int
+	size                          int
+}
+
+// media takes one chunk of a file. Limits are checked before anything is
+// allocated; a chunk that breaks one drops its upload. A file the window
+// has seen whole is a duplicate, whatever chunk of it comes.
+func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
+	k := s.key(id)
+	if s.d.dedupe.seen(k) {
+		return nil
+	}
+	if m.Parts == 1 {
+		return s.once(id, func() *Error {
+			data, e := decodeB64("data", m.Data)
+			if e != nil {
+				return e
+			}
+			return s.handOff(ctx, m.Kind, m.Mime, m.Filename, m.Caption, len(data))
+		})
+	}
+	u := s.uploads[id]
+	if u == nil {
+		if len(s.uploads) >= MaxUploads {
+			return errorf(CodeTooBig, "%d unfinished multi-part uploads already: finish one first", MaxUploads)
+		}
+	} else if len(u.parts) != m.Parts {
+		s.drop(id)
+		return errorf(CodeBadFrame, "parts changed from %d to %d within one file: the upload is dropped", len(u.parts), m.Parts)
+	} else if u.parts[m.Part] != nil {
+		return nil // a chunk sent twice
+	}
+	have := 0
+	if u != nil {
+		have = u.size
+	}
+	if have+m.Size > MaxMediaBytes {
+		s.drop(id)
+		return errorf(CodeTooBig, "the file is larger than %d bytes: compress it", MaxMediaBytes)
+	}
+	if s.buffered+m.Size > MaxUploadBuffer {
+		s.drop(id)
+		return errorf(CodeTooBig, "this device's unfinished uploads would exceed %d bytes: finish one first", MaxUploadBuffer)
+	}
+	data, e := decodeB64("data", m.Data)
+	if e != nil {
+		s.drop(id)
+		return e
+	}
+	if u == nil {
+		u = &upload{kind: m.Kind, parts: make([][]byte, m.Parts)}
+		s.uploads[id] = u
+	}
+	if u.mime == "" {
+		u.mime = m.Mime
+	}
+	if u.filename == "" {
+		u.filename = m.Filename
+	}
+	if u.caption == "" {
+		u.caption = m.Caption
+	}
+	u.parts[m.Part] = data
+	u.got++
+	u.size += len(data)
+	s.buffered += len(data)
+	if u.got < len(u.parts) {
+		return nil
+	}
+	// Assembled: every part is here, in order.
+	s.drop(id)
+	return s.once(id, func() *Error { return s.handOff(ctx, u.kind, u.mime, u.filename, u.caption, u.size) })
+}
+
+// drop frees an unfinished upload.
+func (s *Session) drop(id string) {
+	if u := s.uploads[id]; u != nil {
+		s.buffered -= u.size
+		delete(s.uploads, id)
+	}
+}
+
+// handOff gives the agent a whole file. Until the gateway has a media
+// store the agent gets the caption and what the file was; the bytes are
+// not kept.
+func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, size int) *Error {
+	if mimeType == "" {
+		mimeType = mime.TypeByExtension(strings.ToLower(filepath.Ext(filename)))
+	}
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	name := ""
+	if filename != "" {
+		name = fmt.Sprintf(" %q", filename)
+	}
+	what := fmt.Sprintf("%s file%s (%s, %s)", kind, name, mimeType, humanSize(size))
+	note := "[The person sent " + what + ". This gateway does not keep files yet, so the file itself is not available to you.]"
+	text := strings.TrimSpace(caption)
+	switch {
+	case text != "" && kind == "audio":
+		note = "[Sent as an " + what + "; the text above is its transcript. This gateway does not keep files yet, so the recording itself is not available to you.]"
+		text += "\n\n" + note
+	case text != "":
+		text += "\n\n" + note
+	default:
+		text = note
+	}
+	return s.send(ctx, text)
+}
+
+// answer takes a card's answer.
+func (s *Session) answer(ctx context.Context, a promptAnswer) *Error {
+	c := s.d.cards.get(a.PromptID)
+	if c == nil {
+		s.reply(promptDoneJSON{T: "prompt_done", ID: a.PromptID, Expired: true})
+		return nil
+	}
+	if c.device != s.hubID {
+		return errorf(CodeForbidden, "this card was shown to another device")
+	}
+	gw := s.d.cfg.GW
+	if !gw.PickerPending(c.id) { // answered on another device, or timed out
+		s.d.cards.done(c)
+		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, Expired: true})
+		return nil
+	}
+	applied, value, needText := c.resolve(a.OptionID, a.Text)
+	if needText {
+		s.d.cards.done(c)
+		s.awaitText = c
+		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+		return nil
+	}
+	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
+		return fromCore(err)
+	}
+	s.d.cards.done(c)
+	s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+	return nil
+}
+
+// answerText gives a text message to a clarify card answered "other"
+// before, while that question still waits; done is false when the text is
+// an ordinary message.
+func (s *Session) answerText(ctx context.Context, text string) (done bool, e *Error) {
+	c := s.awaitText
+	if c == nil {
+		return false, nil
+	}
+	s.awaitText = nil
+	gw := s.d.cfg.GW
+	if time.Now().After(c.deadline) || !gw.PickerPending(c.id) {
+		return false, nil
+	}
+	_, value, _ := c.resolve("other", text)
+	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
+		s.awaitText = c // let the person try again
+		return true, fromCore(err)
+	}
+	return true, nil
+}
+
+// deliverTo carries out a service delivery: text becomes a message in the
+// target device's lane (so Iris devices see it too), media goes to the
+// target's connection in chunks. The target must be online.
+func (s *Session) deliverTo(ctx context.Context, d delivery) *Error {
+	target := strings.TrimPrefix(d.Target, SessionPrefix)
+	if target == "" {
+		target = strings.TrimPrefix(strings.TrimSpace(s.d.cfg.HomeDevice), SessionPrefix)
+	}
+	if target == "" {
+		return errorf(CodeBadFrame, "deliver names no target and no home device is configured")
+	}
+	ts := s.d.session(SessionPrefix + target)
+	if ts == nil {
+		return errorf(CodeDeviceOffline, "device %q is not online", truncate(target, 64))
+	}
+	var data []byte
+	if d.Media != nil {
+		var e *Error
+		if data, e = decodeB64("media.data", d.Media.Data); e != nil {
+			return e
+		}
+	}
+	gw := s.d.cfg.GW
+	if strings.TrimSpace(d.Text) != "" {
+		if _, err := gw.EnsureChannel(ctx, ts.lane.ChatID, ts.name); err != nil {
+			return fromCore(err)
+		}
+		if _, err := gw.Deliver(ctx, ts.lane, d.Text); err != nil {
+			return fromCore(err)
+		}
+	}
+	if d.Media != nil {
+		m := d.Media
+		mimeType := m.Mime
+		if mimeType == "" {
+			mimeType = mime.TypeByExtension(strings.ToLower(filepath.Ext(m.Filename)))
+		}
+		if mimeType == "" {
+			mimeType = "application/octet-stream"
+		}
+		filename := m.Filename
+		if filename == "" {
+			filename = m.Kind
+			if exts, _ := mime.ExtensionsByType(mimeType); len(exts) > 0 {
+				filename += exts[0]
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.d.cfg.SendTimeout)
+		defer cancel()
+		err := mediaFrames(core.NewID("md_"), m.Kind, mimeType, filename, m.Caption, data, downChunkBytes,
+			func(o hub.Out) error { return ts.conn.SendWait(sctx, o) })
+		if err != nil {
+			return errorf(CodeDeviceOffline, "device %q did not take the file: %v", truncate(target, 64), err)
+		}
+	}
+	return nil
+}
+
+func humanSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
