@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -302,6 +303,26 @@ func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limi
 }
 
 // RegisterPush stores a device's push addresses.
-func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyTopic string) error {
+// A browser's Web Push subscription (JSON) may come along; it is checked
+// for an endpoint and keys before it is kept.
+func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyTopic, webPush string) error {
+	if webPush != "" && webPush != "null" {
+		var sub struct {
+			Endpoint string `json:"endpoint"`
+			Keys     struct {
+				P256dh string `json:"p256dh"`
+				Auth   string `json:"auth"`
+			} `json:"keys"`
+		}
+		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || !strings.HasPrefix(sub.Endpoint, "https://") || sub.Keys.P256dh == "" || sub.Keys.Auth == "" {
+			return core.Errorf(core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
+		}
+		if err := g.st.SetWebPush(ctx, from.deviceID(), webPush); err != nil {
+			return err
+		}
+		if fcmToken == "" && ntfyTopic == "" {
+			return nil
+		}
+	}
 	return g.st.SetPushRegistration(ctx, from.deviceID(), fcmToken, ntfyTopic)
 }

@@ -42,6 +42,7 @@ func init() {
 		{Name: "/yolo", Description: "Run commands without asking, for this session (toggle)", Category: "Tools & Skills", run: cmdYolo},
 		{Name: "/approve", Description: "Approve the pending command", ArgsHint: "[session|always]", Category: "Tools & Skills", run: cmdApprove},
 		{Name: "/deny", Description: "Deny the pending command", Category: "Tools & Skills", run: cmdDeny},
+		{Name: "/cron", Description: "List, add, pause, resume, remove or run scheduled jobs", ArgsHint: "[list|add SCHEDULE | PROMPT|pause ID|resume ID|rm ID|run ID]", Category: "Tools & Skills", run: cmdCron},
 		{Name: "/status", Description: "Show session status", Category: "Info", run: cmdStatus},
 		{Name: "/help", Description: "List the commands", Category: "Info", run: cmdHelp},
 	}

@@ -169,3 +169,75 @@ func TestSendAPI(t *testing.T) {
 		t.Fatalf("bad body: %d", code)
 	}
 }
+
+func TestWebPushRegistration(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Push.WebPush = true })
+	d := g.Dial(t, "browser")
+	if key, _ := d.Welcome().ServerCaps["vapid_public_key"].(string); len(key) < 40 {
+		t.Fatalf("no VAPID key in hello.ack: %v", d.Welcome().ServerCaps)
+	}
+	sub := `{"endpoint":"https://push.example.invalid/abc","keys":{"p256dh":"BExample","auth":"secret"}}`
+	if err := d.Send(context.Background(), "fcm.register", client.Lane{}, map[string]any{"webpush": sub}); err != nil {
+		t.Fatal(err)
+	}
+	d.MustDo("ping", client.Lane{}, map[string]any{}) // fcm.register has no reply: wait on a later one
+	dev, err := g.App.Store.Device(context.Background(), "browser")
+	if err != nil || dev.WebPush != sub {
+		t.Fatalf("stored subscription %q, %v", dev.WebPush, err)
+	}
+	if _, err := d.Do("fcm.register", client.Lane{}, map[string]any{"webpush": `{"endpoint":"ftp://x"}`}); err == nil {
+		t.Fatal("a bad subscription was accepted")
+	}
+	res, err := http.Get("http://" + g.Addr + "/api/webpush")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET /api/webpush: %v %v", res, err)
+	}
+	res.Body.Close()
+}
+
+func TestCronPostsAreInHistory(t *testing.T) {
+	g := testgw.Start(t)
+	d := g.Dial(t, "phone")
+	ctx := context.Background()
+	j, _ := cron.Add(ctx, g.App.Store, store.CronJob{Name: "digest", Schedule: "every 1h", Text: "Daily digest"}, time.Now())
+	cron.RunNow(ctx, g.App.Store, j.ID, time.Now())
+	d.Expect("notification", nil)
+	h := d.MustDo("history", def, map[string]any{})
+	var p struct {
+		Messages []struct{ Role, Text, Model string }
+	}
+	h.Decode(&p)
+	if len(p.Messages) != 1 || p.Messages[0].Text != "Daily digest" || p.Messages[0].Role != "assistant" || p.Messages[0].Model != "cron: digest" {
+		t.Fatalf("history = %+v", p.Messages)
+	}
+}
+
+func TestCronSlashCommand(t *testing.T) {
+	g := testgw.Start(t)
+	d := g.Dial(t, "phone")
+	sys := func() string {
+		f := d.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "role") == "system" })
+		return testgw.Str(t, f, "text")
+	}
+	d.MustDo("message.send", def, map[string]any{"text": "/cron add every 2h | Check the deploy queue"})
+	if txt := sys(); !strings.Contains(txt, "Added cron_") {
+		t.Fatalf("add: %q", txt)
+	}
+	jobs, _ := g.App.Store.CronJobs(context.Background())
+	if len(jobs) != 1 || jobs[0].Prompt != "Check the deploy queue" || jobs[0].ChatID != "default" {
+		t.Fatalf("jobs = %+v", jobs)
+	}
+	d.MustDo("message.send", def, map[string]any{"text": "/cron pause " + jobs[0].ID})
+	sys()
+	if j, _ := g.App.Store.CronJob(context.Background(), jobs[0].ID); j.Enabled {
+		t.Fatal("not paused")
+	}
+	d.MustDo("message.send", def, map[string]any{"text": "/cron"})
+	if txt := sys(); !strings.Contains(txt, "paused") {
+		t.Fatalf("list: %q", txt)
+	}
+	d.MustDo("message.send", def, map[string]any{"text": "/cron add nonsense | x"})
+	if txt := sys(); !strings.Contains(txt, "not a schedule") {
+		t.Fatalf("bad schedule: %q", txt)
+	}
+}

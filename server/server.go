@@ -309,7 +309,7 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 		d = dialect{name: "iris", limit: s.cfg.MaxFrame, tooBig: tooBigFrame(s.cfg.MaxFrame),
 			tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}}
 		var is *iris.Session
-		if is, err = iris.Open(ctx, iris.Config{GW: s.gw, Auth: s.auth, Log: s.log, Push: s.cfg.Push, PushNtfyServer: s.cfg.NtfyServer}, p.addr, first); err == nil {
+		if is, err = iris.Open(ctx, iris.Config{GW: s.gw, Auth: s.auth, Log: s.log, Push: s.cfg.Push, PushNtfyServer: s.cfg.NtfyServer, VAPIDPublicKey: s.cfg.WebPushKey}, p.addr, first); err == nil {
 			sess = is
 		}
 	default:

@@ -157,6 +157,9 @@ type serverCaps struct {
 	Search         bool   `json:"search"`
 	Push           string `json:"push"`
 	PushNtfyServer string `json:"push_ntfy_server"`
+	// VAPIDPublicKey lets a browser subscribe to Web Push (an irisgate
+	// addition; absent when Web Push is off).
+	VAPIDPublicKey string `json:"vapid_public_key,omitempty"`
 	Pickers        bool   `json:"pickers"`
 }
 
@@ -212,6 +215,9 @@ type laneReq struct {
 	TS        *int64   `json:"ts"`
 	FCMToken  string   `json:"fcm_token"`
 	NtfyTopic string   `json:"ntfy_topic"`
+	// WebPush is a browser's PushSubscription, as an object or as its
+	// JSON text (an irisgate addition to fcm.register).
+	WebPush json.RawMessage `json:"webpush"`
 }
 
 type channelReq struct {

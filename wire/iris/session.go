@@ -24,6 +24,7 @@ type Config struct {
 	// ntfy server, for hello.ack.
 	Push           string
 	PushNtfyServer string
+	VAPIDPublicKey string
 }
 
 // Fatal is an error after which the connection must close: Frame is the
@@ -95,7 +96,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	ack := helloAckJSON{
 		ServerCaps: serverCaps{Streaming: true, Reasoning: true, Tools: true, Media: true, Search: true,
-			Push: push, PushNtfyServer: cfg.PushNtfyServer, Pickers: true},
+			Push: push, PushNtfyServer: cfg.PushNtfyServer, VAPIDPublicKey: cfg.VAPIDPublicKey, Pickers: true},
 		SyncCursor: w.SyncCursor, LastPushedCursor: w.LastPushedCursor, Channels: channelList(w.Channels),
 	}
 	conn.SendFirst(hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: "hello.ack"}, ack)})
@@ -191,6 +192,11 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		h := historyJSON{Messages: make([]messageJSON, len(ms)), HasMore: more}
 		for i := range ms {
 			h.Messages[i] = messagePayload(&ms[i])
+			if ms[i].Role == core.RoleCron {
+				// history's schema knows only user and assistant: a cron
+				// post is the agent's, its model says "cron: <job>".
+				h.Messages[i].Role = core.RoleAssistant
+			}
 		}
 		if len(ms) > 0 {
 			h.OldestMessageID = ms[0].ID
@@ -236,7 +242,12 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		if err := payload(env, &p); err != nil {
 			return err
 		}
-		return gw.RegisterPush(ctx, s.caller(id), p.FCMToken, p.NtfyTopic)
+		sub := string(p.WebPush)
+		var text string
+		if json.Unmarshal(p.WebPush, &text) == nil {
+			sub = text
+		}
+		return gw.RegisterPush(ctx, s.caller(id), p.FCMToken, p.NtfyTopic, sub)
 	case "channel.list":
 		cs, err := gw.Channels(ctx)
 		if err != nil {
