@@ -21,7 +21,7 @@ const modelLanes = 8
 // modelTurn is what the model-latency scenario records of one turn.
 type modelTurn struct {
 	mu          sync.Mutex
-	firstToken  time.Time // the first text chunk left the fake server
+	firstToken  time.Time // the fake server began writing the first text chunk
 	firstEmit   time.Time // the backend handed the gateway its first text
 	firstUpdate time.Time // the device read the turn's first message.update
 	stops       int
@@ -123,7 +123,7 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 	r.setup("Turns rotate over %d lanes (channels), one at a time. A fake OpenAI-compatible server (internal/fakeopenai)", len(lanes))
 	r.setup("streams each reply as %d SSE text chunks (plus role, stop and usage chunks) to the real model backend over", chunks)
 	r.setup("loopback HTTP; one device (raw WebSocket) watches the lanes; gateway in-process.")
-	r.setup("Latency: the device's receipt of the turn's first message.update − the moment the fake flushed the first text chunk;")
+	r.setup("Latency: the device's receipt of the turn's first message.update − the moment the fake began writing the first text chunk;")
 	r.setup("it covers the backend's HTTP read and SSE decoding, the reply's message.start commit, hub, writer and WebSocket.")
 
 	type phase struct {
@@ -150,7 +150,7 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 			fake.Push(fakeopenai.Script{
 				Chunks: fakeopenai.Text(text, chunks),
 				Gap:    ph.gap,
-				Sent: func(i int) {
+				Sending: func(i int) {
 					if i == 1 { // chunk 0 only names the role
 						now := time.Now()
 						t.mu.Lock()
@@ -204,7 +204,7 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 	r.check("turns without a first token, update or message.stop", fmt.Sprint(r.Lost), "0", r.Lost == 0)
 	r.note("The paced phase is the target run: a model streams its tokens apart (one every %v is %d tokens/s, faster than hosted models stream).", o.ModelGap, int(time.Second/max(o.ModelGap, 1)))
 	r.note("In the burst phase the fake writes every chunk at once, so the first update competes for the CPUs with decoding and publishing the rest of the reply: it shows that contention, not a model's pace.")
-	r.note("The gateway's share is mostly the commit of the reply's row, which message.start waits for (gateway/turns.go).")
+	r.note("The gateway's share is the reply's start (its row is committed before message.start goes out), the hub, the connection's writer and the device's WebSocket read, each waking from idle.")
 	r.note("The first turn includes the model client's first HTTP connection; the figures are over all turns.")
 	r.Notes = append(r.Notes, g.logs.summary()...)
 	return r

@@ -7,13 +7,11 @@ package server_test
 // the specification's schema.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -98,30 +96,6 @@ func (r *agRig) start() {
 			o(nil, c)
 		}
 	})
-	awaitRecovered(r.t)
-}
-
-// awaitRecovered waits until the gateway has settled what the last run
-// left open. Working around a bug: gateway.Run does that (recover) in its
-// own goroutine while the server already takes connections, so a message
-// sent in the first moments can be taken for one a crash left behind: its
-// running turn is idled and its streaming reply finished empty under it.
-// Recovery is over when Run has started its prune loop, which lives until
-// the gateway closes (tests run one gateway at a time).
-func awaitRecovered(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(testgw.Wait)
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if bytes.Contains(buf[:n], []byte("gateway.(*Gateway).pruneLoop")) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway did not finish its start-up recovery within %v", testgw.Wait)
-		}
-		<-time.After(time.Millisecond) // polling a condition, with a deadline
-	}
 }
 
 // restart stops the gateway gracefully and starts it again on the same

@@ -29,9 +29,11 @@ type Script struct {
 	// instead, so a reply is held halfway.
 	Hold      chan struct{}
 	HoldAfter int
-	// Sent, when set, is called right after chunk i was flushed to the
-	// connection (the benchmark times the first token with it).
-	Sent func(i int)
+	// Sending, when set, is called right before chunk i is written and
+	// flushed to the connection (the benchmark times the first token with
+	// it: after the flush the reader may have it before this goroutine
+	// runs again).
+	Sending func(i int)
 }
 
 // Server is a fake endpoint; URL is its base URL (ending in /v1).
@@ -208,11 +210,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		if sc.Sending != nil {
+			sc.Sending(i)
+		}
 		fmt.Fprintf(w, "data: %s\n\n", c)
 		fl.Flush()
-		if sc.Sent != nil {
-			sc.Sent(i)
-		}
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	fl.Flush()
