@@ -301,8 +301,14 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		if g.showReasoning(settings) {
 			m.Reasoning = reasoning.String()
 		}
-		ferr := g.commit(fin, func(tx *store.Tx) error { return tx.FinishMessage(m) },
-			&core.Event{Type: core.EvMessageStop, Lane: lk, Message: &m})
+		ferr := g.commit(fin, func(tx *store.Tx) error {
+			// The stream ends here, before message.stop is published: a
+			// device joining from now on must not be shown it as running.
+			t.mu.Lock()
+			t.streamID, t.text = "", ""
+			t.mu.Unlock()
+			return tx.FinishMessage(m)
+		}, &core.Event{Type: core.EvMessageStop, Lane: lk, Message: &m})
 		if ferr != nil && !errors.Is(ferr, store.ErrNotFound) { // not found: deleted while streaming
 			g.log.Error("turn: saving the reply", "lane", lk.String(), "err", ferr)
 		}
