@@ -138,7 +138,7 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		record = func(Msg) {}
 	}
 	conv := repair(t.History)
-	user := Msg{Role: "user", Content: t.Input, MessageID: t.InputID}
+	user := Msg{Role: "user", Content: t.Input, MessageID: t.InputID, Attachments: Attachments(t.Media)}
 	conv = append(conv, user)
 	record(user)
 	env := &ToolEnv{Cwd: t.Cwd, Asker: t.Asker, Yolo: t.Settings.Yolo, Todos: t.Todos, emit: emit}
@@ -166,7 +166,7 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		msgs := fitWindow(m.cfg.SystemPrompt, conv, window)
 		params := openai.ChatCompletionNewParams{
 			Model:         shared.ChatModel(mi.ID),
-			Messages:      toParams(msgs),
+			Messages:      WithAttachments(toParams(msgs), msgs, AcceptsImages(mi.ID)),
 			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 		}
 		if tools := m.cfg.Tools.params(); len(tools) > 0 {
