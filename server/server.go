@@ -374,11 +374,9 @@ func (s *Server) serve(c *websocket.Conn, p peer) {
 				conn.Send(hub.Out{Data: d.tooBig})
 				conn.Close(d.tooBigErr)
 			}
-			if websocket.CloseStatus(err) != -1 {
-				// The peer's close frame came after everything we wrote
-				// before it: that is a receipt too. A reset is not.
-				conn.Read()
-			}
+			// A close frame proves nothing: a peer that has sent Close may
+			// drop the data frames that reach it afterwards (coder/websocket
+			// does), so frames written before it stay unproven.
 			break
 		}
 		conn.Read()
