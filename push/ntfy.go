@@ -3,7 +3,6 @@ package push
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -58,15 +57,7 @@ func (n *Ntfy) Send(ctx context.Context, topic string, note Note) error {
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
-	switch {
-	case res.StatusCode/100 == 2:
-		return nil
-	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
-		return ErrGone
-	}
-	return httpError("ntfy", res.StatusCode, string(body))
+	return answer("ntfy", res)
 }
 
 // headerSafe keeps a header value on one line; ntfy reads UTF-8 headers.

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -211,4 +213,18 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 // httpError describes a failed push request.
 func httpError(backend string, status int, body string) error {
 	return fmt.Errorf("%s answered HTTP %d: %s", backend, status, cut(body, 200))
+}
+
+// answer reads a push service's HTTP answer: 2xx is sent, 404/410 means
+// the registration is gone, anything else is an error to retry.
+func answer(backend string, res *http.Response) error {
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
+	switch {
+	case res.StatusCode/100 == 2:
+		return nil
+	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
+		return ErrGone
+	}
+	return httpError(backend, res.StatusCode, string(body))
 }

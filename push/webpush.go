@@ -3,7 +3,6 @@ package push
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
@@ -51,15 +50,7 @@ func (w *WebPush) Send(ctx context.Context, subscription string, n Note) error {
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
-	switch {
-	case res.StatusCode/100 == 2:
-		return nil
-	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
-		return ErrGone
-	}
-	return httpError("webpush", res.StatusCode, string(body))
+	return answer("webpush", res)
 }
 
 // topic makes a collapse key fit the Topic header (≤ 32 URL-safe chars).

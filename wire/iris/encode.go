@@ -125,9 +125,39 @@ func marshal(env envelope, p any) []byte {
 		b, _ = json.Marshal(errorJSON{Code: "internal", Message: "unencodable payload: " + err.Error()})
 		env.Type = "error"
 	}
-	env.Payload = b
-	out, _ := json.Marshal(env)
-	return out
+	// The envelope is written by hand around the payload's bytes:
+	// json.Marshal of an envelope holding a RawMessage would check and copy
+	// the whole payload again, which dominated fan-out of long updates.
+	out := make([]byte, 0, len(b)+96)
+	out = append(out, `{"v":`...)
+	out = strconv.AppendInt(out, int64(env.V), 10)
+	if env.ID != 0 {
+		out = append(out, `,"id":`...)
+		out = strconv.AppendInt(out, env.ID, 10)
+	}
+	out = append(out, `,"type":`...)
+	out = appendString(out, env.Type)
+	if env.ChatID != "" {
+		out = append(out, `,"chat_id":`...)
+		out = appendString(out, env.ChatID)
+	}
+	if env.ThreadID != "" {
+		out = append(out, `,"thread_id":`...)
+		out = appendString(out, env.ThreadID)
+	}
+	if env.Cursor != 0 {
+		out = append(out, `,"cursor":`...)
+		out = strconv.AppendInt(out, env.Cursor, 10)
+	}
+	out = append(out, `,"payload":`...)
+	out = append(out, b...)
+	return append(out, '}')
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json does.
+func appendString(dst []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(dst, q...)
 }
 
 func messagePayload(m *core.Message) messageJSON {
