@@ -34,6 +34,8 @@ type Turn struct {
 	Asker Asker
 	// Todos is the lane's todo list as the turn starts.
 	Todos []core.Todo
+	// Cron manages scheduled jobs for the cronjob tool; nil: none.
+	Cron Cron
 }
 
 // Settings are per-lane choices a person makes with slash commands.

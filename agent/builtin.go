@@ -17,9 +17,9 @@ import (
 )
 
 // Builtin returns the built-in tools: terminal, read_file, write_file,
-// todo, clarify and send_file.
+// todo, clarify, send_file and cronjob.
 func Builtin(ts *Tools) []*Tool {
-	return []*Tool{terminalTool(ts), readFileTool(), writeFileTool(), todoTool(), clarifyTool(), sendFileTool()}
+	return []*Tool{terminalTool(ts), readFileTool(), writeFileTool(), todoTool(), clarifyTool(), sendFileTool(), cronjobTool()}
 }
 
 func obj(props map[string]any, required ...string) map[string]any {

@@ -141,7 +141,7 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	user := Msg{Role: "user", Content: t.Input, MessageID: t.InputID, Attachments: Attachments(t.Media)}
 	conv = append(conv, user)
 	record(user)
-	env := &ToolEnv{Cwd: t.Cwd, Asker: t.Asker, Yolo: t.Settings.Yolo, Todos: t.Todos, emit: emit}
+	env := &ToolEnv{Cwd: t.Cwd, Asker: t.Asker, Yolo: t.Settings.Yolo, Todos: t.Todos, Lane: t.Lane, Cron: t.Cron, emit: emit}
 	toolIndex := 0
 	var totalTokens int
 	var cost float64

@@ -36,7 +36,12 @@ type ToolEnv struct {
 	Asker Asker
 	Yolo  bool
 	Todos []core.Todo
-	emit  func(Event)
+	// Lane is the conversation the turn runs in: where new cron jobs post
+	// unless told otherwise.
+	Lane core.Lane
+	// Cron manages scheduled jobs; nil where the gateway offers none.
+	Cron Cron
+	emit func(Event)
 }
 
 // Tools is the set of tools offered to the model, with the limits and the

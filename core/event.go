@@ -71,6 +71,7 @@ type Event struct {
 	State        string        // status
 	Media        *Media        // media.offer
 	Picker       *Picker       // picker.*
+	Closed       *PickerClosed `json:"-"` // picker.closed: ephemeral, never in the outbox
 
 	enc encCache
 }
@@ -138,3 +139,18 @@ type Provider struct {
 
 // EvPicker is any picker; its Picker.Kind names the frame (picker.choice…).
 const EvPicker EventType = "picker"
+
+// EvPickerClosed says a picker no longer waits: it was answered (from any
+// device), timed out, or the turn that asked was stopped. It is ephemeral:
+// a picker's pending state lives in memory, so after a restart every
+// picker is stale anyway. Dialects whose prompts must be closed
+// explicitly (Hermes Mobile's prompt_done) use it; Iris has no frame for
+// it.
+const EvPickerClosed EventType = "picker.closed"
+
+// PickerClosed is what an EvPickerClosed event carries.
+type PickerClosed struct {
+	ID string
+	// Value is the answer applied; empty when nobody answered.
+	Value string
+}

@@ -6,6 +6,7 @@ package cron
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -83,11 +84,8 @@ func Add(ctx context.Context, st *store.Store, j store.CronJob, now time.Time) (
 	if err != nil {
 		return j, core.Errorf(core.CodeUnsupported, "%v", err)
 	}
-	if j.ChatID == "" {
-		j.ChatID = core.DefaultChatID
-	}
-	if _, err := st.Channel(ctx, j.ChatID); err != nil {
-		return j, core.Errorf(core.CodeNotFound, "unknown channel %q", j.ChatID)
+	if err := checkTarget(ctx, st, &j); err != nil {
+		return j, err
 	}
 	if j.ID == "" {
 		j.ID = core.NewID("cron_")
@@ -97,6 +95,70 @@ func Add(ctx context.Context, st *store.Store, j store.CronJob, now time.Time) (
 	}
 	j.Enabled, j.NextRun, j.Created = true, next, now
 	return j, st.PutCronJob(ctx, j)
+}
+
+// checkTarget makes sure a job posts into a lane that exists: a channel,
+// or a thread of it. The channel may be named by its name too, and a chat
+// id naming a thread is taken as that thread of its parent, the way a
+// person (or the model) would mean them.
+func checkTarget(ctx context.Context, st *store.Store, j *store.CronJob) error {
+	if j.ChatID == "" {
+		j.ChatID = core.DefaultChatID
+	}
+	ch, err := st.Channel(ctx, j.ChatID)
+	if errors.Is(err, store.ErrNotFound) {
+		ch, err = channelNamed(ctx, st, j.ChatID)
+	}
+	if err != nil {
+		return lookupErr(err, "unknown channel %q: give a chat_id from the channel list", j.ChatID)
+	}
+	j.ChatID = ch.ChatID
+	if ch.Kind == core.KindThread {
+		if j.ThreadID != "" && j.ThreadID != ch.ChatID {
+			return core.Errorf(core.CodeNotFound, "%q is a thread, not a channel: name its channel %q as the chat and it as the thread", j.ChatID, ch.ParentChatID)
+		}
+		j.ChatID, j.ThreadID = ch.ParentChatID, ch.ChatID
+	}
+	if j.ThreadID == "" {
+		return nil
+	}
+	th, err := st.Channel(ctx, j.ThreadID)
+	if err == nil && (th.Kind != core.KindThread || th.ParentChatID != j.ChatID) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return lookupErr(err, "unknown thread %q in channel %q", j.ThreadID, j.ChatID)
+	}
+	return nil
+}
+
+// channelNamed finds the one channel or thread called name.
+func channelNamed(ctx context.Context, st *store.Store, name string) (core.Channel, error) {
+	chs, err := st.Channels(ctx)
+	if err != nil {
+		return core.Channel{}, err
+	}
+	var found []core.Channel
+	for _, c := range chs {
+		if strings.EqualFold(strings.TrimSpace(c.Name), strings.TrimSpace(name)) {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return core.Channel{}, store.ErrNotFound
+	case 1:
+		return found[0], nil
+	}
+	return core.Channel{}, core.Errorf(core.CodeNotFound, "%d channels are called %q: give the chat_id of one", len(found), name)
+}
+
+// lookupErr says what was not found, or passes a failure of the store on.
+func lookupErr(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return core.Errorf(core.CodeNotFound, format, args...)
+	}
+	return err
 }
 
 func firstWords(s string, n int) string {
@@ -160,13 +222,90 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	}
 }
 
-// RunNow makes a job due at once (irisgate cron run, /cron run). A paused
-// job is resumed by it; a finished one-shot runs once more.
-func RunNow(ctx context.Context, st *store.Store, id string, now time.Time) error {
+// Job actions, as the CLI, /cron and the agent's cronjob tool name them.
+const (
+	ActPause  = "pause"
+	ActResume = "resume"
+	ActRemove = "rm"
+	ActRun    = "run"
+)
+
+// Act pauses, resumes, removes or runs a job (action is one of the Act
+// constants; "remove" is taken for rm) and returns the job as it is after:
+// as it was, for a removal. An unknown id is a CodeNotFound error.
+func Act(ctx context.Context, st *store.Store, action, id string, now time.Time) (store.CronJob, error) {
+	if action == "remove" {
+		action = ActRemove
+	}
+	switch action {
+	case ActPause, ActResume, ActRemove, ActRun:
+	default:
+		return store.CronJob{}, core.Errorf(core.CodeUnsupported, "unknown action %q on a job: use pause, resume, rm or run", action)
+	}
 	j, err := st.CronJob(ctx, id)
 	if err != nil {
-		return err
+		return j, lookupErr(err, "no cron job %q", id)
 	}
-	j.NextRun, j.Enabled = now, true
-	return st.PutCronJob(ctx, j)
+	switch action {
+	case ActRemove:
+		return j, lookupErr(st.DeleteCronJob(ctx, id), "no cron job %q", id)
+	case ActPause:
+		j.Enabled = false
+	case ActResume:
+		next, _, err := Next(j.Schedule, now)
+		if err != nil {
+			return j, core.Errorf(core.CodeUnsupported, "cannot resume %s: %v", j.ID, err)
+		}
+		j.Enabled, j.NextRun = true, next
+	case ActRun:
+		// Due now: the scheduler's next tick runs it. A paused job is
+		// resumed by it; a finished one-shot runs once more.
+		j.Enabled, j.NextRun = true, now
+	}
+	return j, st.PutCronJob(ctx, j)
+}
+
+// RunNow makes a job due at once (irisgate cron run, /cron run).
+func RunNow(ctx context.Context, st *store.Store, id string, now time.Time) error {
+	_, err := Act(ctx, st, ActRun, id, now)
+	return err
+}
+
+// State is a job's state in a word: on, paused, or done (a one-shot that
+// ran).
+func State(j store.CronJob) string {
+	switch {
+	case j.Enabled:
+		return "on"
+	case j.NextRun.IsZero():
+		return "done"
+	}
+	return "paused"
+}
+
+// When formats a job's time for people and the model alike: local time
+// with its zone, "-" for none.
+func When(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04 MST")
+}
+
+// Line describes a job in one line: id, name, schedule, target, state and
+// the next run or last error (for /cron list and the agent's tool).
+func Line(j store.CronJob) string {
+	target := j.ChatID
+	if j.ThreadID != "" {
+		target += "/" + j.ThreadID
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %q  [%s]  in %s  %s", j.ID, j.Name, j.Schedule, target, State(j))
+	if j.Enabled {
+		b.WriteString(", next " + When(j.NextRun))
+	}
+	if j.LastErr != "" {
+		b.WriteString(", last error: " + j.LastErr)
+	}
+	return b.String()
 }

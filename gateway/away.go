@@ -37,6 +37,9 @@ func wakes(ev *core.Event) (push.Note, bool) {
 			return n, false
 		}
 		n.Body = ev.Message.Text
+		if strings.TrimSpace(n.Body) == "" {
+			n.Body = mediaBody(*ev.Message) // a delivered file without a caption
+		}
 	case core.EvNotification:
 		n.Kind, n.Title, n.Body = "notification", ev.Notification.Title, ev.Notification.Body
 	case core.EvPicker:
@@ -105,7 +108,7 @@ func (g *Gateway) RunCron(ctx context.Context, j store.CronJob) error {
 		g.commit(ctx, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "cron"})
 		var b strings.Builder
 		err := g.cfg.Agent.Run(ctx, agent.Turn{
-			Lane: lk, Input: j.Prompt, Cwd: g.cfg.Workdir, Asker: laneAsker{g: g, lane: lk},
+			Lane: lk, Input: j.Prompt, Cwd: g.cfg.Workdir, Asker: laneAsker{g: g, lane: lk}, Cron: agentCron{g},
 			Settings: g.agentSettings(lk, g.settings(ctx, lk)),
 		}, func(e agent.Event) {
 			switch e.Kind {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"slices"
 
@@ -62,6 +63,29 @@ func (g *Gateway) UploadEnd(ctx context.Context, from Caller, ref, sha256 string
 	_, err := g.cfg.Media.End(ctx, from.Conn.ID, from.Conn.DeviceID, ref, sha256)
 	return err
 }
+
+// KeepFile stores a file a device sent whole, inside its frames rather
+// than as an upload (Hermes Mobile does that), as the device's
+// acknowledged upload. The returned ref is then the device's to attach
+// with a Send, exactly like an Iris upload's ref in media_refs, so the
+// message, the agent's attachment and other devices' pulls take the one
+// path. kind, mime and filename are checked and completed as an upload's
+// are.
+func (g *Gateway) KeepFile(ctx context.Context, from Caller, kind, mime, filename string, r io.Reader) (ref string, err error) {
+	if g.cfg.Media == nil {
+		return "", errNoMedia
+	}
+	if from.Conn == nil {
+		return "", core.Errorf(core.CodeUnsupported, "files need a connection")
+	}
+	ref = core.NewID("kept_")
+	_, err = g.cfg.Media.Put(ctx, from.Conn.DeviceID, ref, core.Media{Kind: kind, Mime: mime, Filename: filename}, r)
+	return ref, err
+}
+
+// TakesMedia reports whether the gateway keeps files: dialects announce
+// media only when it does.
+func (g *Gateway) TakesMedia() bool { return g.cfg.Media != nil }
 
 // PullMedia opens a stored file for a device to read. The caller closes it.
 func (g *Gateway) PullMedia(ctx context.Context, mediaID string) (core.Media, *os.File, error) {

@@ -218,17 +218,6 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 	return m, nil
 }
 
-// Notice posts a message from the gateway itself into a lane (role
-// system: outboxed, not kept in history), e.g. to say honestly what it
-// could not do with what a device sent.
-func (g *Gateway) Notice(ctx context.Context, lk core.Lane, text string) error {
-	if _, err := g.resolveLane(ctx, &lk); err != nil {
-		return err
-	}
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
-	return g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m})
-}
-
 // PickerPending reports whether a picker still waits for an answer.
 // SelectPicker treats an unknown or answered picker as a silent no-op;
 // a dialect that must tell the person the prompt is gone asks this first.

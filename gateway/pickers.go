@@ -74,6 +74,18 @@ func (g *Gateway) dropPicker(id string) *picker {
 	return pk
 }
 
+// closePicker ends a picker that still waits and tells the devices, with
+// the value applied ("" when nobody answered), so a prompt shown elsewhere
+// closes at once instead of at its own timeout. It returns nil when the
+// picker was already gone: whoever took it has told them.
+func (g *Gateway) closePicker(id, value string) *picker {
+	pk := g.dropPicker(id)
+	if pk != nil {
+		g.publish(&core.Event{Type: core.EvPickerClosed, Lane: pk.lane, Closed: &core.PickerClosed{ID: id, Value: value}})
+	}
+	return pk
+}
+
 // SelectPicker answers a picker. The reply is a message in the picker's
 // lane saying what the choice did, whose copy to the selecting device
 // carries its request id. An unknown or expired picker is a no-op (nil
@@ -89,7 +101,7 @@ func (g *Gateway) SelectPicker(ctx context.Context, from Caller, pickerID, value
 	if !pk.valid(value) {
 		return core.Errorf(core.CodeUnsupported, "%q is not one of this picker's choices", value)
 	}
-	if g.dropPicker(pickerID) == nil {
+	if g.closePicker(pickerID, value) == nil {
 		return nil // answered meanwhile from another device
 	}
 	if pk.answer != nil {
@@ -140,7 +152,7 @@ func (g *Gateway) ask(ctx context.Context, lk core.Lane, p core.Picker, free boo
 	if err := g.openPicker(ctx, lk, pk); err != nil {
 		return ans, false, err
 	}
-	defer g.dropPicker(pk.p.ID)
+	defer g.closePicker(pk.p.ID, "") // a no-op once answered
 	g.commit(ctx, nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "waiting_input"})
 	defer g.commit(context.Background(), nil, &core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "tool"})
 	t := time.NewTimer(g.cfg.AskTimeout)

@@ -29,15 +29,11 @@ func cmdCron(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args strin
 			g.systemMessage(ctx, lk, "No cron jobs. "+cronUsage)
 			return nil
 		}
-		var b strings.Builder
-		for _, j := range jobs {
-			state := "next " + j.NextRun.Local().Format("Jan 2 15:04")
-			if !j.Enabled {
-				state = "paused"
-			}
-			fmt.Fprintf(&b, "%s  %s  [%s]  %s\n", j.ID, j.Name, j.Schedule, state)
+		lines := make([]string, len(jobs))
+		for i, j := range jobs {
+			lines[i] = cron.Line(j)
 		}
-		g.systemMessage(ctx, lk, strings.TrimSpace(b.String()))
+		g.systemMessage(ctx, lk, strings.Join(lines, "\n"))
 		return nil
 	case "add":
 		schedule, prompt, ok := strings.Cut(rest, "|")
@@ -48,31 +44,13 @@ func cmdCron(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, args strin
 		if err != nil {
 			return err
 		}
-		g.systemMessage(ctx, lk, fmt.Sprintf("⏰ Added %s (%s), next run %s.", j.ID, j.Name, j.NextRun.Local().Format("Jan 2 15:04")))
+		g.systemMessage(ctx, lk, fmt.Sprintf("⏰ Added %s (%s), next run %s.", j.ID, j.Name, cron.When(j.NextRun)))
 		return nil
-	case "pause", "resume", "rm", "run":
+	case cron.ActPause, cron.ActResume, cron.ActRemove, cron.ActRun:
 		if rest == "" {
 			return core.Errorf(core.CodeUnsupported, "%s", cronUsage)
 		}
-		j, err := g.st.CronJob(ctx, rest)
-		if err != nil {
-			return notFound(err, "no cron job "+quote(rest))
-		}
-		switch verb {
-		case "rm":
-			err = g.st.DeleteCronJob(ctx, j.ID)
-		case "run":
-			err = cron.RunNow(ctx, g.st, j.ID, now)
-		case "pause":
-			j.Enabled = false
-			err = g.st.PutCronJob(ctx, j)
-		case "resume":
-			var next time.Time
-			if next, _, err = cron.Next(j.Schedule, now); err == nil {
-				j.Enabled, j.NextRun = true, next
-				err = g.st.PutCronJob(ctx, j)
-			}
-		}
+		j, err := cron.Act(ctx, g.st, verb, rest, now)
 		if err != nil {
 			return err
 		}

@@ -262,7 +262,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	err = g.cfg.Agent.Run(ctx, agent.Turn{
 		Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: g.withPaths(pt.msg.Media), Steer: t.steer,
 		Settings: g.agentSettings(lk, settings), History: history, Record: record, Cwd: g.cfg.Workdir,
-		Asker: laneAsker{g: g, lane: lk}, Todos: todos,
+		Asker: laneAsker{g: g, lane: lk}, Todos: todos, Cron: agentCron{g},
 	}, emit)
 	stopped := ctx.Err() != nil
 	t.mu.Lock()

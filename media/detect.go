@@ -2,6 +2,7 @@ package media
 
 import (
 	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -149,40 +150,71 @@ func (s *Store) Ingest(ctx context.Context, path string, record func(core.Media)
 	if err != nil {
 		return core.Media{}, err
 	}
+	name := filepath.Base(path)
 	if !st.Mode().IsRegular() {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "%s is not a regular file", filepath.Base(path))
+		return core.Media{}, core.Errorf(core.CodeUnsupported, "%s is not a regular file", name)
 	}
 	if st.Size() > s.lim.MaxSize {
-		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s is %d bytes; the limit is %d", filepath.Base(path), st.Size(), s.lim.MaxSize)
+		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s is %d bytes; the limit is %d", name, st.Size(), s.lim.MaxSize)
 	}
-	t, err := s.newTemp()
+	// The file may grow while it is copied: the limit holds all the same.
+	t, m, err := s.receive(f, name, "", s.lim.MaxSize)
+	if err == errTooLarge {
+		err = core.Errorf(core.CodeMediaTooLarge, "%s grew past the limit of %d bytes", name, s.lim.MaxSize)
+	}
 	if err != nil {
 		return core.Media{}, err
 	}
-	head := make([]byte, 512)
-	hn, _ := io.ReadFull(f, head)
-	head = head[:hn]
-	t.Write(head)
-	// The file may grow while it is copied: the limit holds all the same.
-	if _, err := io.Copy(t, io.LimitReader(f, s.lim.MaxSize+1-int64(hn))); err != nil {
-		t.discard()
-		return core.Media{}, err
-	}
-	if t.n > s.lim.MaxSize {
-		t.discard()
-		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s grew past the limit of %d bytes", filepath.Base(path), s.lim.MaxSize)
-	}
-	m := core.Media{Filename: CleanName(filepath.Base(path)), Size: t.n}
-	if m.Filename == "" {
-		m.Filename = "file"
-	}
-	if m.Mime = byExtension(m.Filename); m.Mime == "application/octet-stream" {
-		m.Mime, _, _ = mime.ParseMediaType(http.DetectContentType(head))
-	}
-	m.Kind = KindOf(m.Mime)
 	err = s.install(ctx, t, func(sha string) error {
 		m.SHA256 = sha
 		return record(m)
 	})
 	return m, err
+}
+
+// errTooLarge is receive's refusal; callers say which limit it was.
+var errTooLarge = errors.New("media: past the size limit")
+
+// receive streams r into a temp file of the store, at most limit bytes:
+// one byte more and the file is refused (errTooLarge) before anything
+// else is read, its partial file removed. It describes what it stored:
+// the file name made safe, the size, and the mime type declared (when it
+// says more than application/octet-stream), else the name's extension's,
+// else the one the first bytes suggest.
+func (s *Store) receive(r io.Reader, name, declared string, limit int64) (*temp, core.Media, error) {
+	t, err := s.newTemp()
+	if err != nil {
+		return nil, core.Media{}, err
+	}
+	head := make([]byte, 512)
+	hn, err := io.ReadFull(r, head)
+	head = head[:hn]
+	more := err == nil // the head filled up: more may follow
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	if err == nil {
+		_, err = t.Write(head)
+	}
+	if err == nil && more {
+		_, err = io.Copy(t, io.LimitReader(r, limit+1-int64(hn)))
+	}
+	if err == nil && t.n > limit {
+		err = errTooLarge
+	}
+	if err != nil {
+		t.discard()
+		return nil, core.Media{}, err
+	}
+	m := core.Media{Filename: CleanName(name), Size: t.n}
+	if m.Filename == "" {
+		m.Filename = "file"
+	}
+	if mt, _, perr := mime.ParseMediaType(declared); perr == nil && mt != "application/octet-stream" && len(mt) <= maxMimeBytes {
+		m.Mime = mt
+	} else if m.Mime = byExtension(m.Filename); m.Mime == "application/octet-stream" {
+		m.Mime, _, _ = mime.ParseMediaType(http.DetectContentType(head))
+	}
+	m.Kind = KindOf(m.Mime)
+	return t, m, nil
 }

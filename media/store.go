@@ -170,49 +170,69 @@ func (t *temp) discard() {
 // before record runs (a device told of the file can fetch it at once); if
 // record fails, a file nobody else has meanwhile is removed again.
 func (s *Store) install(ctx context.Context, t *temp, record func(sha string) error) error {
-	sha := t.sum()
+	sha, err := s.place(t)
+	if sha == "" {
+		return err
+	}
+	if err == nil {
+		err = record(sha)
+	}
+	s.release(ctx, sha, err != nil)
+	return err
+}
+
+// place moves a complete temp file into the store under its sha256 and
+// counts it as being installed: nothing collects it, though no row names
+// it yet, until release. sha is empty when the file never got that far
+// (nothing to release); otherwise release must follow, err or not.
+func (s *Store) place(t *temp) (sha string, err error) {
+	sha = t.sum()
 	// Durable before anyone is told: the ack or offer must not outlive
 	// the bytes in a crash.
-	err := t.f.Sync()
+	err = t.f.Sync()
 	if cerr := t.f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		os.Remove(t.f.Name())
-		return err
+		return "", err
 	}
 	final := s.Path(sha)
 	s.fmu.Lock()
+	defer s.fmu.Unlock()
 	s.installing[sha]++
 	if _, serr := os.Stat(final); serr == nil {
 		os.Remove(t.f.Name()) // the same bytes are stored already
-	} else {
-		err = os.MkdirAll(filepath.Dir(final), 0o700)
-		if err == nil {
-			err = os.Rename(t.f.Name(), final)
-		}
-		if err == nil {
-			err = syncDir(filepath.Dir(final))
-		}
-		if err != nil {
-			os.Remove(t.f.Name())
-		}
+		return sha, nil
 	}
-	s.fmu.Unlock()
+	err = os.MkdirAll(filepath.Dir(final), 0o700)
 	if err == nil {
-		err = record(sha)
+		err = os.Rename(t.f.Name(), final)
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(final))
+	}
+	if err != nil {
+		os.Remove(t.f.Name())
+	}
+	return sha, err
+}
+
+// release ends an install begun by place. When it failed (the rows that
+// would name the file were not committed), a file no row names is removed
+// at once rather than left for the sweep.
+func (s *Store) release(ctx context.Context, sha string, failed bool) {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
-	if s.installing[sha]--; s.installing[sha] == 0 {
-		delete(s.installing, sha)
-		if err != nil {
-			if has, herr := s.st.HasBlob(context.WithoutCancel(ctx), sha); herr == nil && !has {
-				s.remove(sha)
-			}
+	if s.installing[sha]--; s.installing[sha] > 0 {
+		return
+	}
+	delete(s.installing, sha)
+	if failed {
+		if has, herr := s.st.HasBlob(context.WithoutCancel(ctx), sha); herr == nil && !has {
+			s.remove(sha)
 		}
 	}
-	return err
 }
 
 func syncDir(dir string) error {

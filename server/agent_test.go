@@ -376,7 +376,7 @@ func TestModelStreamsAReply(t *testing.T) {
 	for _, x := range req["tools"].([]any) {
 		tools = append(tools, fmt.Sprint(x.(map[string]any)["function"].(map[string]any)["name"]))
 	}
-	if strings.Join(tools, ",") != "terminal,read_file,write_file,todo,clarify,send_file" {
+	if strings.Join(tools, ",") != "terminal,read_file,write_file,todo,clarify,send_file,cronjob" {
 		t.Errorf("tools offered: %v", tools)
 	}
 	if _, ok := req["reasoning_effort"]; ok {

@@ -1,15 +1,19 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"strings"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway"
 )
 
 // The HTTP API for scripts and browsers, beside the WebSocket.
@@ -18,17 +22,45 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/webpush", s.handleWebPushKey)
 }
 
-// maxSendBody bounds a POST /api/send body.
+// maxSendBody bounds a POST /api/send JSON body.
 const maxSendBody = 1 << 20
+
+// maxFormField bounds a multipart field other than a file (chat_id,
+// thread_id, text).
+const maxFormField = gateway.MaxTextBytes
 
 // handleSend posts a message into a channel: how scripts, other schedulers
 // and `irisgate send` reach the devices. Only loopback callers, or callers
-// with a delivery token, may.
+// with a delivery token, may. A JSON body carries text; a multipart/form-
+// data body carries files (any part with a file name), with chat_id and
+// thread_id before them and text as an optional caption.
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	if !s.mayDeliver(r) {
 		apiError(w, http.StatusForbidden, core.Errorf(core.CodeAuth, "only loopback callers or a delivery token (Authorization: Bearer …) may send"))
 		return
 	}
+	var (
+		m   core.Message
+		err error
+	)
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		m, err = s.sendForm(r)
+	} else {
+		m, err = s.sendJSON(r)
+	}
+	if err != nil {
+		e := core.AsError(err)
+		if e.Code == core.CodeInternal {
+			s.log.Error("api send", "err", err)
+		}
+		apiError(w, apiStatus(e.Code), e)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(sendResult(m))
+}
+
+func (s *Server) sendJSON(r *http.Request) (core.Message, error) {
 	var req struct {
 		ChatID   string `json:"chat_id"`
 		ThreadID string `json:"thread_id"`
@@ -36,24 +68,143 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxSendBody))
 	if err := dec.Decode(&req); err != nil {
-		apiError(w, http.StatusBadRequest, core.Errorf(core.CodeUnsupported, "the body must be JSON {chat_id, thread_id?, text}: %v", err))
-		return
+		return core.Message{}, core.Errorf(core.CodeUnsupported, "the body must be JSON {chat_id, thread_id?, text} or multipart/form-data with a file: %v", err)
 	}
-	m, err := s.gw.Deliver(r.Context(), core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}, req.Text)
+	return s.gw.Deliver(r.Context(), core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}, req.Text)
+}
+
+// sendForm streams a multipart body's files into the media store as they
+// arrive, never holding a whole file in memory, and posts them as one
+// message. Whatever fails, the files stored for it are removed.
+func (s *Server) sendForm(r *http.Request) (core.Message, error) {
+	ctx := r.Context()
+	mr, err := r.MultipartReader()
 	if err != nil {
-		e := core.AsError(err)
-		status := http.StatusBadRequest
-		switch e.Code {
-		case core.CodeNotFound:
-			status = http.StatusNotFound
-		case core.CodeInternal:
-			status = http.StatusInternalServerError
-		}
-		apiError(w, status, e)
-		return
+		return core.Message{}, core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"ok": true, "message_id": m.ID, "chat_id": m.Lane.ChatID})
+	var (
+		lane    core.Lane
+		caption string
+		del     *gateway.FileDelivery
+	)
+	defer func() {
+		if del != nil {
+			del.Abort(context.WithoutCancel(ctx))
+		}
+	}()
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return core.Message{}, core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
+		}
+		if p.FileName() == "" {
+			v, err := formValue(p)
+			if err != nil {
+				return core.Message{}, err
+			}
+			switch p.FormName() {
+			case "chat_id", "thread_id":
+				if del != nil {
+					return core.Message{}, core.Errorf(core.CodeUnsupported, "%s must come before the file parts", p.FormName())
+				}
+				if p.FormName() == "chat_id" {
+					lane.ChatID = v
+				} else {
+					lane.ThreadID = v
+				}
+			case "text":
+				caption = v
+			}
+			continue
+		}
+		if del == nil {
+			// The target is checked before the first byte is stored.
+			if del, err = s.gw.DeliverFiles(ctx, lane); err != nil {
+				return core.Message{}, err
+			}
+		}
+		body := &partReader{r: p}
+		if _, err := del.Add(ctx, p.FileName(), p.Header.Get("Content-Type"), body); err != nil {
+			if body.err != nil && !errors.As(err, new(*core.Error)) {
+				// The sender's fault (it went away, or its body is
+				// malformed), not the gateway's.
+				return core.Message{}, core.Errorf(core.CodeUnsupported, "the body broke off in %q: %v", p.FileName(), body.err)
+			}
+			return core.Message{}, err
+		}
+	}
+	if del == nil {
+		return s.gw.Deliver(ctx, lane, caption) // a form with text only
+	}
+	m, err := del.Post(ctx, caption)
+	if err == nil {
+		del = nil
+	}
+	return m, err
+}
+
+// partReader remembers a failure to read the request, to tell it from a
+// failure to store what was read.
+type partReader struct {
+	r   io.Reader
+	err error
+}
+
+func (p *partReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if err != nil && err != io.EOF {
+		p.err = err
+	}
+	return n, err
+}
+
+// formValue reads a multipart field that is not a file.
+func formValue(p *multipart.Part) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(p, maxFormField+1))
+	if err != nil {
+		return "", core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
+	}
+	if len(b) > maxFormField {
+		return "", core.Errorf(core.CodeUnsupported, "the field %s is longer than %d bytes", p.FormName(), maxFormField)
+	}
+	return string(b), nil
+}
+
+// sendResult is what a successful send answers: the message's id, its
+// lane and the ids of its files.
+func sendResult(m core.Message) map[string]any {
+	res := map[string]any{"ok": true, "message_id": m.ID, "chat_id": m.Lane.ChatID}
+	if m.Lane.ThreadID != "" {
+		res["thread_id"] = m.Lane.ThreadID
+	}
+	if len(m.Media) > 0 {
+		files := make([]map[string]any, len(m.Media))
+		for i, f := range m.Media {
+			files[i] = map[string]any{"media_id": f.ID, "filename": f.Filename, "kind": f.Kind, "mime": f.Mime, "size": f.Size, "sha256": f.SHA256}
+		}
+		res["media"] = files
+	}
+	return res
+}
+
+// apiStatus is the HTTP status of an error code.
+func apiStatus(c core.Code) int {
+	switch c {
+	case core.CodeNotFound:
+		return http.StatusNotFound
+	case core.CodeMediaTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case core.CodeAuth, core.CodeForbidden:
+		return http.StatusForbidden
+	case core.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case core.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
 }
 
 func (s *Server) mayDeliver(r *http.Request) bool {

@@ -126,6 +126,9 @@ func Open(cfg AppConfig) (*App, error) {
 	})
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
+	// Made here, not in Serve: Close may run on another goroutine at any
+	// time and must find it (a Serve after Close then returns at once).
+	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
 
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
@@ -154,7 +157,6 @@ func Open(cfg AppConfig) (*App, error) {
 
 // Serve accepts connections on ln until Close.
 func (a *App) Serve(ln net.Listener) error {
-	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.cfg.Log.Handler(), slog.LevelWarn)}
 	err := a.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -169,9 +171,7 @@ func (a *App) Close(ctx context.Context) error {
 	var err error
 	a.closed.Do(func() {
 		a.Srv.Shutdown(ctx)
-		if a.http != nil {
-			a.http.Shutdown(ctx)
-		}
+		a.http.Shutdown(ctx)
 		a.stop()
 		a.wg.Wait()
 		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {

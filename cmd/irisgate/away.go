@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,34 +45,63 @@ type SendCmd struct {
 	URL    string `help:"The gateway's HTTP address." default:"http://localhost:8787" env:"IRISGATE_HTTP_URL"`
 	To     string `help:"Channel id to post into." required:""`
 	Thread string `help:"Thread id inside the channel."`
-	Text   string `help:"The text (- reads standard input)." xor:"what" required:""`
-	File   string `help:"A file to send (needs the gateway's media support)." xor:"what" required:"" type:"existingfile"`
+	Text   string `help:"The text (- reads standard input); with --file, the file's caption."`
+	File   string `help:"A file to send: streamed into the gateway's media store, then posted." type:"existingfile"`
 	Token  string `help:"Delivery token, when the gateway is not on this machine." env:"IRISGATE_DELIVER_TOKEN"`
+}
+
+// Validate implements kong.Validatable.
+func (c *SendCmd) Validate() error {
+	if c.Text == "" && c.File == "" {
+		return errors.New("give --text, --file or both")
+	}
+	return nil
 }
 
 // Run implements the command.
 func (c *SendCmd) Run() error {
-	if c.File != "" {
-		return errors.New("sending files needs the gateway's media support, which this build does not have yet")
-	}
+	return c.send(context.Background(), os.Stdin, os.Stdout, os.Stderr)
+}
+
+// sendProgressMin is the file size from which send reports its progress.
+const sendProgressMin = 1 << 20
+
+// send posts; stdout gets the message id (for scripts), stderr what a
+// person watching wants to know.
+func (c *SendCmd) send(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {
 	text := c.Text
 	if text == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
 		if err != nil {
 			return err
 		}
 		text = string(b)
 	}
-	body, _ := json.Marshal(map[string]string{"chat_id": c.To, "thread_id": c.Thread, "text": text})
-	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(c.URL, "/")+"/api/send", bytes.NewReader(body))
-	if err != nil {
-		return err
+	url := strings.TrimRight(c.URL, "/") + "/api/send"
+	var (
+		req    *http.Request
+		err    error
+		client = &http.Client{Timeout: 30 * time.Second}
+	)
+	if c.File == "" {
+		body, _ := json.Marshal(map[string]string{"chat_id": c.To, "thread_id": c.Thread, "text": text})
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+	} else {
+		// A large file takes as long as it takes: no overall timeout.
+		client = &http.Client{}
+		var wait func()
+		if req, wait, err = c.fileRequest(ctx, url, text, stderr); err != nil {
+			return err
+		}
+		defer wait()
 	}
-	req.Header.Set("Content-Type", "application/json")
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
 	res, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("is the gateway running at %s? %w", c.URL, err)
@@ -76,16 +109,118 @@ func (c *SendCmd) Run() error {
 	defer res.Body.Close()
 	var out struct {
 		MessageID string `json:"message_id"`
-		Error     struct {
+		Media     []struct {
+			MediaID  string `json:"media_id"`
+			Filename string `json:"filename"`
+			Size     int64  `json:"size"`
+			SHA256   string `json:"sha256"`
+		} `json:"media"`
+		Error struct {
 			Code, Message string
 		} `json:"error"`
 	}
 	json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&out)
 	if res.StatusCode != http.StatusOK {
+		if out.Error.Code == "" {
+			return fmt.Errorf("the gateway answered %s", res.Status)
+		}
 		return fmt.Errorf("the gateway refused: %s (%s)", out.Error.Message, out.Error.Code)
 	}
-	fmt.Println(out.MessageID)
+	for _, m := range out.Media {
+		fmt.Fprintf(stderr, "sent %s (%s, sha256 %s) as %s\n", m.Filename, humanBytes(m.Size), m.SHA256, m.MediaID)
+	}
+	fmt.Fprintln(stdout, out.MessageID)
 	return nil
+}
+
+// fileRequest makes the multipart request that streams c.File: the form is
+// written into a pipe as the HTTP client sends it, so no more than a
+// buffer of the file is in memory. wait returns once the writer is done;
+// call it after the response is in (the client closes the pipe).
+func (c *SendCmd) fileRequest(ctx context.Context, url, caption string, stderr io.Writer) (*http.Request, func(), error) {
+	f, err := os.Open(c.File)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	name := filepath.Base(c.File)
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	var src io.Reader = f
+	if st.Size() >= sendProgressMin {
+		src = &progress{r: f, total: st.Size(), name: name, w: stderr}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		pw.CloseWithError(writeForm(mw, [][2]string{{"chat_id", c.To}, {"thread_id", c.Thread}, {"text", caption}}, name, src))
+	}()
+	wait := func() {
+		pr.CloseWithError(errors.New("the request is over")) // a writer the server stopped reading gives up
+		<-done
+	}
+	return req, wait, nil
+}
+
+// writeForm writes the fields, then the file (the gateway wants the target
+// before the bytes, to refuse a bad one before storing anything).
+func writeForm(mw *multipart.Writer, fields [][2]string, filename string, file io.Reader) error {
+	for _, kv := range fields {
+		if kv[1] == "" {
+			continue
+		}
+		if err := mw.WriteField(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	ct := mime.TypeByExtension(strings.ToLower(filepath.Ext(filename)))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h := textproto.MIMEHeader{}
+	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(filename) // as multipart.CreateFormFile quotes
+	h.Set("Content-Disposition", `form-data; name="file"; filename="`+quoted+`"`)
+	h.Set("Content-Type", ct)
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(part, file); err != nil {
+		return err
+	}
+	return mw.Close()
+}
+
+// progress reports, every tenth of the file, how much of it was handed to
+// the connection.
+type progress struct {
+	r     io.Reader
+	w     io.Writer
+	name  string
+	total int64
+	n     int64
+	tenth int64
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if t := p.n * 10 / p.total; t > p.tenth {
+		p.tenth = t
+		fmt.Fprintf(p.w, "sending %s: %s of %s (%d%%)\n", p.name, humanBytes(p.n), humanBytes(p.total), p.n*100/p.total)
+	}
+	return n, err
 }
 
 // CronCmd manages scheduled jobs in the data directory; a running gateway
@@ -121,7 +256,7 @@ func (c *CronAddCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("added %s, next run %s\n", j.ID, j.NextRun.Format(time.DateTime))
+	fmt.Printf("added %s, next run %s\n", j.ID, cron.When(j.NextRun))
 	return nil
 }
 
@@ -142,23 +277,9 @@ func (c *CronListCmd) Run() error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tNAME\tSCHEDULE\tCHANNEL\tSTATE\tLAST RUN\tNEXT RUN\tLAST ERROR")
 	for _, j := range jobs {
-		state := "on"
-		if !j.Enabled {
-			state = "paused"
-			if j.NextRun.IsZero() {
-				state = "done"
-			}
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Schedule, j.ChatID, state, when(j.LastRun), when(j.NextRun), j.LastErr)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Schedule, j.ChatID, cron.State(j), cron.When(j.LastRun), cron.When(j.NextRun), j.LastErr)
 	}
 	return w.Flush()
-}
-
-func when(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format(time.DateTime)
 }
 
 // CronIDCmd acts on one job; which action is the command's name.
@@ -174,27 +295,7 @@ func (c *CronIDCmd) Run(kctx *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	ctx := context.Background()
 	action := strings.Fields(kctx.Command())[1] // "cron pause <id>"
-	if action == "run" {
-		return cron.RunNow(ctx, st, c.ID, time.Now())
-	}
-	if action == "rm" {
-		return st.DeleteCronJob(ctx, c.ID)
-	}
-	j, err := st.CronJob(ctx, c.ID)
-	if err != nil {
-		return fmt.Errorf("no job %s", c.ID)
-	}
-	switch action {
-	case "pause":
-		j.Enabled = false
-	case "resume":
-		next, _, err := cron.Next(j.Schedule, time.Now())
-		if err != nil {
-			return err
-		}
-		j.Enabled, j.NextRun = true, next
-	}
-	return st.PutCronJob(ctx, j)
+	_, err = cron.Act(context.Background(), st, action, c.ID, time.Now())
+	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,5 +61,35 @@ func TestConfigEnv(t *testing.T) {
 	s := parse(t, "serve").Serve
 	if s.Data != "/tmp/x" || s.Token != "fixed" {
 		t.Fatalf("env: %+v", s)
+	}
+}
+
+// TestConfigMobile: the Hermes Mobile settings reach the server's
+// configuration, from flags and from the environment.
+func TestConfigMobile(t *testing.T) {
+	cfg := parse(t, "serve").Serve.appConfig(nil, nil).Server
+	if len(cfg.MobileAllowedDevices) != 0 || len(cfg.MobileExtraTokens) != 0 || cfg.MobileHomeDevice != "" || cfg.AvatarURL != "" || cfg.MobilePromptTTL != 300*time.Second {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+
+	s := parse(t, "serve", "--mobile-allowed-devices", "tel-1,tel-2", "--mobile-extra-tokens", "tel-1=one", "--mobile-extra-tokens", "tel-2=two",
+		"--mobile-home-device", "mobile:tel-1", "--mobile-avatar-url", "https://agent.example.com/avatar/", "--mobile-prompt-ttl", "90s",
+		"--deliver-tokens", "cron-token").Serve
+	cfg = s.appConfig(nil, nil).Server
+	if fmt.Sprint(cfg.MobileAllowedDevices) != "[tel-1 tel-2]" || fmt.Sprint(cfg.MobileExtraTokens) != "[tel-1=one tel-2=two]" ||
+		cfg.MobileHomeDevice != "mobile:tel-1" || cfg.AvatarURL != "https://agent.example.com/avatar/" || cfg.MobilePromptTTL != 90*time.Second ||
+		fmt.Sprint(cfg.MobileDeliverTokens) != "[cron-token]" {
+		t.Fatalf("from flags: %+v", cfg)
+	}
+
+	t.Setenv("IRISGATE_MOBILE_ALLOWED_DEVICES", "tel-3")
+	t.Setenv("IRISGATE_MOBILE_EXTRA_TOKENS", "tel-3=three,tel-4=four")
+	t.Setenv("IRISGATE_MOBILE_HOME_DEVICE", "tel-3")
+	t.Setenv("IRISGATE_MOBILE_AVATAR_URL", "https://example.net/a/")
+	t.Setenv("IRISGATE_MOBILE_PROMPT_TTL", "2m")
+	cfg = parse(t, "serve").Serve.appConfig(nil, nil).Server
+	if fmt.Sprint(cfg.MobileAllowedDevices) != "[tel-3]" || fmt.Sprint(cfg.MobileExtraTokens) != "[tel-3=three tel-4=four]" ||
+		cfg.MobileHomeDevice != "tel-3" || cfg.AvatarURL != "https://example.net/a/" || cfg.MobilePromptTTL != 2*time.Minute {
+		t.Fatalf("from the environment: %+v", cfg)
 	}
 }

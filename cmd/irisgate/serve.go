@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
 )
@@ -31,6 +32,17 @@ type ServeCmd struct {
 	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
 	AgentFlags
 	PushFlags
+	MobileFlags
+}
+
+// MobileFlags configure the Hermes Mobile dialect of serve (its delivery
+// tokens are PushFlags' deliver tokens, which POST /api/send shares).
+type MobileFlags struct {
+	MobileAllowedDevices []string      `help:"Hermes Mobile device ids allowed to connect (none: any device with a valid token)." env:"IRISGATE_MOBILE_ALLOWED_DEVICES" group:"Hermes Mobile"`
+	MobileExtraTokens    []string      `help:"Tokens bound to one Hermes Mobile device, as device_id=token: the token admits only that device, and the device only its tokens. Prefer the environment: flags show in process lists." env:"IRISGATE_MOBILE_EXTRA_TOKENS" group:"Hermes Mobile"`
+	MobileHomeDevice     string        `help:"Where a Hermes Mobile deliver that names no target goes (a device id, or mobile:<id>)." env:"IRISGATE_MOBILE_HOME_DEVICE" group:"Hermes Mobile"`
+	MobileAvatarURL      string        `help:"Avatar page announced to Hermes Mobile apps in ready." env:"IRISGATE_MOBILE_AVATAR_URL" group:"Hermes Mobile"`
+	MobilePromptTTL      time.Duration `help:"How long a Hermes Mobile prompt card stays open." default:"300s" env:"IRISGATE_MOBILE_PROMPT_TTL" group:"Hermes Mobile"`
 }
 
 // Run starts the gateway and serves until SIGINT or SIGTERM.
@@ -45,13 +57,7 @@ func (c *ServeCmd) Run() error {
 		ln.Close()
 		return err
 	}
-	app, err := server.Open(server.AppConfig{
-		DataDir: c.Data, Token: c.Token, Log: log,
-		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
-		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
-		Media:  media.Limits{MaxSize: c.MaxMedia},
-		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval, MobileDeliverTokens: c.DeliverTokens},
-	})
+	app, err := server.Open(c.appConfig(log, ag))
 	if err != nil {
 		ln.Close()
 		return err
@@ -83,6 +89,19 @@ func (c *ServeCmd) Run() error {
 	err = app.Close(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// appConfig is the gateway the flags describe.
+func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
+	return server.AppConfig{
+		DataDir: c.Data, Token: c.Token, Log: log,
+		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
+		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
+		Media: media.Limits{MaxSize: c.MaxMedia},
+		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
+			MobileDeliverTokens: c.DeliverTokens, MobileAllowedDevices: c.MobileAllowedDevices, MobileExtraTokens: c.MobileExtraTokens,
+			MobileHomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, MobilePromptTTL: c.MobilePromptTTL},
+	}
 }
 
 func wsURL(a net.Addr) string {

@@ -261,6 +261,41 @@ func (cs *cards) done(c *card) {
 	}
 }
 
+// take removes and returns the card of picker id if it was shown to
+// device; nil when there is none (never shown there, or closed already).
+// Whoever takes a card tells its device prompt_done, so it is told once.
+func (cs *cards) take(id, device string) *card {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.m[id]
+	if c == nil || c.device != device {
+		return nil
+	}
+	c.timer.Stop()
+	delete(cs.m, id)
+	return c
+}
+
+// doneFrame is the card's prompt_done once its picker took value: the
+// option that carries it (a typed clarify answer is "other"), or expired
+// when nobody answered.
+func (c *card) doneFrame(value string) []byte {
+	if value == "" {
+		return marshal(promptDoneJSON{T: "prompt_done", ID: c.id, Expired: true})
+	}
+	applied := "other"
+	for _, o := range c.options {
+		if o.Value == value && o.ID != "other" {
+			applied = o.ID
+			break
+		}
+	}
+	if c.kind != "clarify" && applied == "other" {
+		applied = value // an approval or confirm answered off the card's options
+	}
+	return marshal(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+}
+
 // of returns the device's open cards, oldest first.
 func (cs *cards) of(device string) []*card {
 	cs.mu.Lock()

@@ -1,7 +1,6 @@
 package mobile
 
 import (
-	"encoding/base64"
 	"sync"
 	"time"
 
@@ -18,6 +17,8 @@ type codec struct {
 	deviceID string // the hub's device id
 	lane     core.Lane
 	session  string
+
+	files *outFiles // sends the agent's files, off the fan-out path
 
 	mu      sync.Mutex
 	conn    *hub.Conn // set once Connect returns; timers need it
@@ -38,17 +39,22 @@ type stream struct {
 }
 
 func newCodec(d *Dialect, deviceID string, lane core.Lane, session string) *codec {
-	return &codec{d: d, deviceID: deviceID, lane: lane, session: session, streams: map[string]*stream{}}
+	return &codec{d: d, deviceID: deviceID, lane: lane, session: session, streams: map[string]*stream{}, files: newOutFiles(d)}
 }
 
+// setConn gives the codec its connection, which its timers and its file
+// sender write to.
 func (c *codec) setConn(conn *hub.Conn) {
 	c.mu.Lock()
 	c.conn = conn
 	c.mu.Unlock()
+	c.files.start(conn)
 }
 
-// close stops the codec's timers; nothing is sent after it.
+// close stops the codec's timers and its file sender; nothing is sent
+// after it.
 func (c *codec) close() {
+	c.files.stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -76,13 +82,16 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 	switch ev.Type {
 	case core.EvMessage:
 		m := ev.Message
-		if m == nil || m.Role == core.RoleUser || m.Text == "" {
+		if m == nil || m.Role == core.RoleUser {
 			// The protocol has no frame for a person's words: the phone
 			// shows the agent's side of its lane.
 			return nil
 		}
-		outs = messageFrames(m.ID, m.Text, false, true)
-		if m.Role == core.RoleAssistant {
+		if m.Text != "" {
+			outs = messageFrames(m.ID, m.Text, false, true)
+		}
+		c.sendFiles(m.Media)
+		if m.Role == core.RoleAssistant && (m.Text != "" || len(m.Media) > 0) {
 			outs = c.output(outs)
 		}
 	case core.EvMessageStart:
@@ -112,6 +121,9 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 				st.timer.Stop()
 			}
 		}
+		// Files offered while the reply streamed are sent already; the
+		// list catches those whose offer came before this connection.
+		c.sendFiles(m.Media)
 		if m.Text == "" && !began {
 			return nil
 		}
@@ -132,14 +144,37 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 		if c.avatar == AvatarThinking || c.quiet == nil {
 			c.armQuiet()
 		}
+	case core.EvMediaOffer:
+		if ev.Media != nil {
+			c.sendFiles([]core.Media{*ev.Media})
+			outs = c.output(nil)
+		}
 	case core.EvPicker:
 		if ev.Picker != nil {
 			if data := c.d.cards.open(c.deviceID, c.session, ev.Picker); data != nil {
 				outs = []hub.Out{{Data: data}}
 			}
 		}
+	case core.EvPickerClosed:
+		// Answered on another device (or the phone itself), timed out or
+		// given up by a stopped turn: the card closes now, not at its own
+		// timeout. Only the card's own device has it to close.
+		// A connection replaced by a newer one of the device may not
+		// have ended yet: it must not take the card the newer one shows.
+		if cl := ev.Closed; cl != nil && (c.conn == nil || c.conn.Err() == nil) {
+			if cd := c.d.cards.take(cl.ID, c.deviceID); cd != nil {
+				outs = []hub.Out{{Data: cd.doneFrame(cl.Value)}}
+			}
+		}
 	}
 	return outs
+}
+
+// sendFiles hands files to the connection's sender.
+func (c *codec) sendFiles(ms []core.Media) {
+	for _, m := range ms {
+		c.files.add(m)
+	}
 }
 
 // output notes that the agent produced output: the avatar speaks, and
@@ -275,23 +310,4 @@ func itoa(i int) string {
 		i /= 10
 	}
 	return string(b[p:])
-}
-
-// mediaFrames calls send with each frame of a file sent to a device:
-// parts of at most chunk bytes, base64-encoded, all with one id, the last
-// final. It stops at the first error.
-func mediaFrames(id, kind, mime, filename, caption string, data []byte, chunk int, send func(hub.Out) error) error {
-	parts := max((len(data)+chunk-1)/chunk, 1)
-	for i := range parts {
-		lo, hi := i*chunk, min((i+1)*chunk, len(data))
-		f := mediaOutJSON{T: "media", ID: id, Kind: kind, Mime: mime, Filename: filename, Part: i, Parts: parts,
-			Final: i == parts-1, Size: int64(len(data)), Data: base64.StdEncoding.EncodeToString(data[lo:hi])}
-		if i == 0 {
-			f.Caption = caption
-		}
-		if err := send(hub.Out{Data: marshal(f)}); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -102,7 +102,8 @@ func TestMessageFrames(t *testing.T) {
 func TestMediaFrames(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 25)
 	var frames []map[string]any
-	err := mediaFrames("md_1", "image", "image/png", "a.png", "cap", data, 100, func(o hub.Out) error {
+	h := mediaOutJSON{ID: "md_1", Kind: "image", Mime: "image/png", Filename: "a.png", Caption: "cap"}
+	err := mediaFrames(h, int64(len(data)), bytes.NewReader(data), 100, func(o hub.Out) error {
 		frames = append(frames, decodeOut(t, o))
 		return nil
 	})
@@ -111,7 +112,7 @@ func TestMediaFrames(t *testing.T) {
 	}
 	var got []byte
 	for i, f := range frames {
-		if f["id"] != "md_1" || f["part"] != float64(i) || f["parts"] != float64(3) || f["size"] != float64(250) ||
+		if f["t"] != "media" || f["id"] != "md_1" || f["part"] != float64(i) || f["parts"] != float64(3) || f["size"] != float64(250) ||
 			f["final"] != (i == 2) || f["kind"] != "image" || f["mime"] != "image/png" || f["filename"] != "a.png" {
 			t.Fatalf("frame %d: %v", i, f)
 		}
@@ -124,15 +125,75 @@ func TestMediaFrames(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("chunks do not reassemble the file")
 	}
+	// An empty file is one final part with empty data.
+	frames = nil
+	mediaFrames(h, 0, bytes.NewReader(nil), 100, func(o hub.Out) error { frames = append(frames, decodeOut(t, o)); return nil })
+	if len(frames) != 1 || frames[0]["final"] != true || frames[0]["data"] != "" || frames[0]["parts"] != float64(1) {
+		t.Fatalf("empty file: %v", frames)
+	}
+	// A file shorter than its size fails: the device must not get a final
+	// part that does not complete the file.
+	frames = nil
+	err = mediaFrames(h, 250, bytes.NewReader(data[:150]), 100, func(o hub.Out) error { frames = append(frames, decodeOut(t, o)); return nil })
+	if err == nil || len(frames) != 1 {
+		t.Fatalf("short file: %d frames, %v", len(frames), err)
+	}
 	// A chunk of the default size fits in half the default send queue.
 	full := bytes.Repeat([]byte{1}, downChunkBytes)
-	mediaFrames("md_"+strings.Repeat("x", 16), "document", "application/octet-stream", strings.Repeat("f", MaxFilenameChars), "", full, downChunkBytes,
+	mediaFrames(mediaOutJSON{ID: "md_" + strings.Repeat("x", 16), Kind: "document", Mime: "application/octet-stream", Filename: strings.Repeat("f", MaxFilenameChars)},
+		int64(len(full)), bytes.NewReader(full), downChunkBytes,
 		func(o hub.Out) error {
 			if len(o.Data) > hub.DefaultLimits.MaxBytes/2 {
 				t.Errorf("a %d-byte chunk is a %d-byte frame, more than half the send queue", downChunkBytes, len(o.Data))
 			}
 			return nil
 		})
+}
+
+func TestOutKind(t *testing.T) {
+	for _, tc := range []struct{ kind, mime, want string }{
+		{"image", "image/png", "image"},
+		{"image", "image/gif", "animation"},
+		{"video", "video/mp4", "video"},
+		{"audio", "audio/mpeg", "voice"},
+		{"voice", "audio/ogg", "voice"},
+		{"voice", "application/octet-stream", "voice"},
+		{"audio", "application/octet-stream", "voice"},
+		{"document", "application/pdf", "document"},
+		{"document", "text/plain", "document"},
+	} {
+		if got := outKind(tc.kind, tc.mime); got != tc.want {
+			t.Errorf("outKind(%s, %s) = %s, want %s", tc.kind, tc.mime, got, tc.want)
+		}
+	}
+}
+
+func TestCardDoneFrame(t *testing.T) {
+	d := New(Config{})
+	defer d.Close()
+	clarify := &core.Picker{ID: "pk_c", Kind: "clarify", Title: "Which?", Choices: []core.Choice{{Value: "red", Label: "Red"}, {Value: "green"}}}
+	approval := &core.Picker{ID: "pk_a", Kind: "approval", Choices: []core.Choice{{Value: "once"}, {Value: "deny"}}}
+	d.cards.open("mobile:a", "mobile:a", clarify)
+	d.cards.open("mobile:a", "mobile:a", approval)
+	if c := d.cards.take("pk_c", "mobile:b"); c != nil {
+		t.Fatal("a card was taken by a device it was not shown to")
+	}
+	for _, tc := range []struct {
+		id, value, want string
+	}{
+		{"pk_c", "green", `{"t":"prompt_done","id":"pk_c","option_id":"c1"}`},
+		{"pk_c", "mauve", `{"t":"prompt_done","id":"pk_c","option_id":"other"}`},
+		{"pk_c", "", `{"t":"prompt_done","id":"pk_c","expired":true}`},
+		{"pk_a", "deny", `{"t":"prompt_done","id":"pk_a","option_id":"deny"}`},
+	} {
+		c := d.cards.get(tc.id)
+		if got := string(c.doneFrame(tc.value)); got != tc.want {
+			t.Errorf("%s closed with %q: %s, want %s", tc.id, tc.value, got, tc.want)
+		}
+	}
+	if c := d.cards.take("pk_a", "mobile:a"); c == nil || d.cards.get("pk_a") != nil || d.cards.take("pk_a", "mobile:a") != nil {
+		t.Fatal("a card is taken once")
+	}
 }
 
 func TestCardOptions(t *testing.T) {

@@ -1,10 +1,12 @@
 package mobile
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"path/filepath"
@@ -196,12 +198,18 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	d.mu.Lock()
 	d.sessions[hubID] = s
 	d.mu.Unlock()
+	// Files go both ways through the media store: a gateway without one
+	// announces none.
+	in, out := mediaInKinds, mediaOutKinds
+	if !d.cfg.GW.TakesMedia() {
+		in, out = []string{}, []string{}
+	}
 	conn.SendFirst(hub.Out{Data: marshal(readyJSON{
 		T: "ready", V: Version, Session: hubID, Device: deviceJSON{ID: h.DeviceID, Name: h.DeviceName}, AvatarURL: d.cfg.AvatarURL,
 		Capabilities: capsJSON{
 			Text: true, Voice: true, Typing: true,
 			AvatarStates: []string{AvatarIdle, AvatarThinking, AvatarSpeaking},
-			MediaIn:      mediaInKinds, MediaOut: mediaOutKinds, Prompts: promptKinds,
+			MediaIn:      in, MediaOut: out, Prompts: promptKinds,
 			Edit: true, MaxMediaBytes: MaxMediaBytes, MaxTextChars: MaxTextChars,
 		},
 	})})
@@ -209,8 +217,10 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	for _, c := range d.cards.of(hubID) {
 		if d.cfg.GW.PickerPending(c.id) {
 			conn.Send(hub.Out{Data: c.frame(now)})
-		} else {
-			d.cards.done(c)
+		} else if d.cards.take(c.id, hubID) != nil {
+			// Closed while the device was away: the card it may still
+			// show is told so (what was chosen is not known here).
+			conn.Send(hub.Out{Data: c.doneFrame("")})
 		}
 	}
 	return s, nil
@@ -285,7 +295,7 @@ func (s *Session) dispatch(ctx context.Context, f *inFrame) *Error {
 			if done, e := s.answerText(ctx, text); done {
 				return e
 			}
-			return s.send(ctx, text)
+			return s.send(ctx, gateway.SendRequest{Lane: s.lane, Text: text})
 		})
 	case "audio":
 		a, e := parseAudio(f)
@@ -342,9 +352,8 @@ func (s *Session) once(id string, fn func() *Error) *Error {
 
 // send hands a person's message to the gateway, in the device's lane. A
 // lane whose channel was deleted is listed again.
-func (s *Session) send(ctx context.Context, text string) *Error {
+func (s *Session) send(ctx context.Context, req gateway.SendRequest) *Error {
 	gw := s.d.cfg.GW
-	req := gateway.SendRequest{Lane: s.lane, Text: text}
 	err := gw.Send(ctx, s.caller(), req)
 	if err != nil && core.AsError(err).Code == core.CodeNotFound {
 		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
@@ -374,37 +383,16 @@ func fromCore(err error) *Error {
 	return &Error{Code: code, Message: e.Message}
 }
 
-// audio hands a voice message to the agent. The gateway has no media store
-// and no speech recognition yet: the agent gets the device's transcript
-// with a note that audio came; without a transcript the gateway says
-// plainly, in the lane, that it could not hear the recording.
+// audio hands a voice message to the agent: the recording is kept in the
+// media store and attached to a message whose text is the device's
+// transcript, when it sent one. The agent gets the file's path (and the
+// transcript), Iris devices a message they can pull the recording of.
 func (s *Session) audio(ctx context.Context, a audio) *Error {
 	data, e := decodeB64("data", a.Data)
 	if e != nil {
 		return e
 	}
-	what := fmt.Sprintf("voice message (%s, %s)", a.Format, humanSize(len(data)))
-	if t := strings.TrimSpace(a.Text); t != "" {
-		return s.send(ctx, t+"\n\n[Sent as a "+what+"; the text above is the device's transcript. This gateway does not keep audio yet, so the recording itself is not available to you.]")
-	}
-	return s.notice(ctx, "🎤 Got your "+what+", but this gateway cannot transcribe or keep audio yet, so the agent did not hear it. "+
-		"Please send it as text, or turn on speech recognition in the app.")
-}
-
-// notice posts a message from the gateway into the device's lane (listed
-// again if its channel was deleted).
-func (s *Session) notice(ctx context.Context, text string) *Error {
-	gw := s.d.cfg.GW
-	err := gw.Notice(ctx, s.lane, text)
-	if err != nil && core.AsError(err).Code == core.CodeNotFound {
-		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
-			err = gw.Notice(ctx, s.lane, text)
-		}
-	}
-	if err != nil {
-		return fromCore(err)
-	}
-	return nil
+	return s.handOff(ctx, "voice", "audio/"+a.Format, "voice."+a.Format, a.Text, bytes.NewReader(data))
 }
 
 // upload is a multi-part media file being assembled.
@@ -429,7 +417,7 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 			if e != nil {
 				return e
 			}
-			return s.handOff(ctx, m.Kind, m.Mime, m.Filename, m.Caption, len(data))
+			return s.handOff(ctx, m.Kind, m.Mime, m.Filename, m.Caption, bytes.NewReader(data))
 		})
 	}
 	u := s.uploads[id]
@@ -482,7 +470,13 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 	}
 	// Assembled: every part is here, in order.
 	s.drop(id)
-	return s.once(id, func() *Error { return s.handOff(ctx, u.kind, u.mime, u.filename, u.caption, u.size) })
+	return s.once(id, func() *Error {
+		parts := make([]io.Reader, len(u.parts))
+		for i, p := range u.parts {
+			parts[i] = bytes.NewReader(p)
+		}
+		return s.handOff(ctx, u.kind, u.mime, u.filename, u.caption, io.MultiReader(parts...))
+	})
 }
 
 // drop frees an unfinished upload.
@@ -493,33 +487,26 @@ func (s *Session) drop(id string) {
 	}
 }
 
-// handOff gives the agent a whole file. Until the gateway has a media
-// store the agent gets the caption and what the file was; the bytes are
-// not kept.
-func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, size int) *Error {
-	if mimeType == "" {
-		mimeType = mime.TypeByExtension(strings.ToLower(filepath.Ext(filename)))
+// handOff keeps a whole file the device sent in the media store and sends
+// the message that carries it into the device's lane, the caption (for
+// audio, the transcript) as its text: the same path an Iris message.send
+// with media_refs takes, so the agent gets the file and Iris devices see
+// the message with media they can pull.
+func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, data io.Reader) *Error {
+	if !s.d.cfg.GW.TakesMedia() {
+		return errorf(CodeUnsupportedFrame, "this gateway keeps no files (ready announced no media)")
 	}
-	if mimeType == "" {
-		mimeType = "application/octet-stream"
+	if mt, _, err := mime.ParseMediaType(mimeType); err != nil || !strings.Contains(mt, "/") {
+		mimeType = "" // the store derives it from the file name or the bytes
 	}
-	name := ""
-	if filename != "" {
-		name = fmt.Sprintf(" %q", filename)
+	if filename == "" {
+		filename = nameFor(kind, mimeType)
 	}
-	what := fmt.Sprintf("%s file%s (%s, %s)", kind, name, mimeType, humanSize(size))
-	note := "[The person sent " + what + ". This gateway does not keep files yet, so the file itself is not available to you.]"
-	text := strings.TrimSpace(caption)
-	switch {
-	case text != "" && kind == "audio":
-		note = "[Sent as an " + what + "; the text above is its transcript. This gateway does not keep files yet, so the recording itself is not available to you.]"
-		text += "\n\n" + note
-	case text != "":
-		text += "\n\n" + note
-	default:
-		text = note
+	ref, err := s.d.cfg.GW.KeepFile(ctx, s.caller(), kind, mimeType, filename, data)
+	if err != nil {
+		return fromCore(err)
 	}
-	return s.send(ctx, text)
+	return s.send(ctx, gateway.SendRequest{Lane: s.lane, Text: strings.TrimSpace(caption), MediaRefs: []string{ref}})
 }
 
 // answer takes a card's answer.
@@ -548,8 +535,11 @@ func (s *Session) answer(ctx context.Context, a promptAnswer) *Error {
 	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
 		return fromCore(err)
 	}
-	s.d.cards.done(c)
-	s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+	// The picker's close has normally told this device already, with the
+	// same option; it did not if the picker went meanwhile without one.
+	if s.d.cards.take(c.id, s.hubID) != nil {
+		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+	}
 	return nil
 }
 
@@ -616,15 +606,12 @@ func (s *Session) deliverTo(ctx context.Context, d delivery) *Error {
 		}
 		filename := m.Filename
 		if filename == "" {
-			filename = m.Kind
-			if exts, _ := mime.ExtensionsByType(mimeType); len(exts) > 0 {
-				filename += exts[0]
-			}
+			filename = nameFor(m.Kind, mimeType)
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.d.cfg.SendTimeout)
 		defer cancel()
-		err := mediaFrames(core.NewID("md_"), m.Kind, mimeType, filename, m.Caption, data, downChunkBytes,
-			func(o hub.Out) error { return ts.conn.SendWait(sctx, o) })
+		err := mediaFrames(mediaOutJSON{ID: core.NewID("md_"), Kind: m.Kind, Mime: mimeType, Filename: filename, Caption: m.Caption},
+			int64(len(data)), bytes.NewReader(data), downChunkBytes, func(o hub.Out) error { return ts.conn.SendWait(sctx, o) })
 		if err != nil {
 			return errorf(CodeDeviceOffline, "device %q did not take the file: %v", truncate(target, 64), err)
 		}
@@ -632,7 +619,16 @@ func (s *Session) deliverTo(ctx context.Context, d delivery) *Error {
 	return nil
 }
 
-func humanSize(n int) string {
+// nameFor names a file its sender left unnamed: its kind, with the mime
+// type's extension when there is one, so the receiver can open it.
+func nameFor(kind, mimeType string) string {
+	if exts, _ := mime.ExtensionsByType(mimeType); len(exts) > 0 {
+		return kind + exts[0]
+	}
+	return kind
+}
+
+func humanSize(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
