@@ -20,10 +20,14 @@ func wakes(ev *core.Event) (push.Note, bool) {
 	n := push.Note{ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Cursor: ev.Cursor, Collapse: ev.Lane.String()}
 	switch ev.Type {
 	case core.EvMessageStop:
-		if ev.Message == nil || strings.TrimSpace(ev.Message.Text) == "" {
+		// A reply of files alone is news too: the push names them.
+		if ev.Message == nil || (strings.TrimSpace(ev.Message.Text) == "" && len(ev.Message.Media) == 0) {
 			return n, false
 		}
 		n.Kind, n.Title, n.Body = "message", "Agent", ev.Message.Text
+		if strings.TrimSpace(n.Body) == "" {
+			n.Body = mediaBody(*ev.Message)
+		}
 	case core.EvMessage:
 		if ev.Message == nil {
 			return n, false
@@ -41,8 +45,14 @@ func wakes(ev *core.Event) (push.Note, bool) {
 			n.Body = mediaBody(*ev.Message) // a delivered file without a caption
 		}
 	case core.EvNotification:
+		if ev.Notification == nil {
+			return n, false
+		}
 		n.Kind, n.Title, n.Body = "notification", ev.Notification.Title, ev.Notification.Body
 	case core.EvPicker:
+		if ev.Picker == nil {
+			return n, false
+		}
 		n.Kind, n.Title, n.Body = "picker", ev.Picker.Title, ev.Picker.Command
 		if n.Body == "" {
 			n.Body = "Your answer is needed"

@@ -56,6 +56,12 @@ type Config struct {
 	Content  string // full | preview | ids
 	// Now is the clock (tests inject one).
 	Now func() time.Time
+	// Online, when set, reports whether a device has a live connection.
+	// Only devices that are away are woken: a push still queued (one being
+	// retried, say) for a device that came back is dropped, since the
+	// device has the frames live or from sync, and its last_pushed_cursor
+	// must not claim a notification it never needed.
+	Online func(deviceID string) bool
 }
 
 // Pusher queues and sends pushes.
@@ -169,6 +175,10 @@ func (p *Pusher) SendDue(ctx context.Context) {
 }
 
 func (p *Pusher) send(ctx context.Context, j store.PushJob) {
+	if p.cfg.Online != nil && p.cfg.Online(j.DeviceID) {
+		p.st.DonePush(ctx, j.ID)
+		return
+	}
 	dev, err := p.st.Device(ctx, j.DeviceID)
 	if err != nil {
 		return

@@ -326,3 +326,128 @@ func decryptAES128GCM(ua *ecdh.PrivateKey, authSecret, body []byte) ([]byte, err
 	}
 	return plain[:i], nil
 }
+
+// fakeNtfyServer answers each publish with the status its func picks and
+// records what was published.
+type fakeNtfyServer struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	status int // 0: 200
+	bodies []string
+}
+
+func newFakeNtfyServer(t *testing.T) *fakeNtfyServer {
+	f := &fakeNtfyServer{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.status != 0 {
+			w.WriteHeader(f.status)
+			return
+		}
+		f.bodies = append(f.bodies, string(b))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeNtfyServer) set(status int) { f.mu.Lock(); f.status = status; f.mu.Unlock() }
+
+func (f *fakeNtfyServer) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bodies...)
+}
+
+// TestPushQueueSurvivesRestart: a push whose backend fails is kept in the
+// store, not in memory: a gateway started again on the same data sends it
+// once its backoff is over, and the device's last_pushed_cursor follows.
+func TestPushQueueSurvivesRestart(t *testing.T) {
+	nt := newFakeNtfyServer(t)
+	path := filepath.Join(t.TempDir(), "p.db")
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "phone-topic"})
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	backends := []Backend{&Ntfy{Server: nt.srv.URL}}
+	nt.set(http.StatusServiceUnavailable)
+	p := New(st, slog.Default(), Config{Backends: backends, Content: ContentFull, Now: clock})
+	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "while you were away", ChatID: "default", Cursor: 42, Kind: "message", Collapse: "default"})
+	p.SendDue(ctx)
+	if n, _ := st.PendingPushes(ctx); n != 1 || len(nt.sent()) != 0 {
+		t.Fatalf("after a failure: %d pending, %d sent; want it queued for a retry", n, len(nt.sent()))
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The gateway restarts; the backend works again.
+	nt.set(0)
+	st, err = store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p = New(st, slog.Default(), Config{Backends: backends, Content: ContentFull, Now: clock})
+	p.SendDue(ctx)
+	if len(nt.sent()) != 0 {
+		t.Fatal("retried before its backoff was over")
+	}
+	now = now.Add(time.Minute)
+	p.SendDue(ctx)
+	if got := nt.sent(); len(got) != 1 || got[0] != "while you were away" {
+		t.Fatalf("after the restart the backend got %q, want the queued push once", got)
+	}
+	if n, _ := st.PendingPushes(ctx); n != 0 {
+		t.Fatalf("%d pending after it was sent", n)
+	}
+	if d, _ := st.Device(ctx, "phone"); d.LastPushedCursor != 42 {
+		t.Fatalf("last_pushed_cursor = %d, want 42", d.LastPushedCursor)
+	}
+}
+
+// TestPushToADeviceBackOnlineIsDropped: only devices that are away are
+// woken. A push still queued when its device reconnects is dropped
+// unsent, and last_pushed_cursor stays where it was: the device gets the
+// frame from sync and must notify for it itself.
+func TestPushToADeviceBackOnlineIsDropped(t *testing.T) {
+	nt := newFakeNtfyServer(t)
+	st := openStore(t)
+	ctx := context.Background()
+	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "phone-topic"})
+	var mu sync.Mutex
+	online := map[string]bool{}
+	p := New(st, slog.Default(), Config{Backends: []Backend{&Ntfy{Server: nt.srv.URL}}, Online: func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return online[id]
+	}})
+	p.Enqueue(ctx, "phone", Note{Body: "first", Cursor: 5, Collapse: "default"})
+	mu.Lock()
+	online["phone"] = true
+	mu.Unlock()
+	p.SendDue(ctx)
+	if got := nt.sent(); len(got) != 0 {
+		t.Fatalf("pushed %q to a device that is online", got)
+	}
+	if n, _ := st.PendingPushes(ctx); n != 0 {
+		t.Fatalf("%d pushes kept for a device that is online", n)
+	}
+	if d, _ := st.Device(ctx, "phone"); d.LastPushedCursor != 0 {
+		t.Fatalf("last_pushed_cursor = %d for a push never sent", d.LastPushedCursor)
+	}
+	// Away again: it is woken.
+	mu.Lock()
+	online["phone"] = false
+	mu.Unlock()
+	p.Enqueue(ctx, "phone", Note{Body: "second", Cursor: 8, Collapse: "default"})
+	p.SendDue(ctx)
+	if got := nt.sent(); len(got) != 1 || got[0] != "second" {
+		t.Fatalf("sent %q, want the second push", got)
+	}
+}

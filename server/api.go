@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"strings"
 
@@ -66,8 +65,14 @@ func (s *Server) sendJSON(r *http.Request) (core.Message, error) {
 		ThreadID string `json:"thread_id"`
 		Text     string `json:"text"`
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxSendBody))
-	if err := dec.Decode(&req); err != nil {
+	body := &io.LimitedReader{R: r.Body, N: maxSendBody + 1}
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		if body.N <= 0 {
+			// Cut off, the body would read as broken JSON ("unexpected
+			// EOF"): say what is really wrong.
+			return core.Message{}, core.Errorf(core.CodeUnsupported, "the JSON body is larger than %d bytes (text may be %d): send more as a file, in a multipart/form-data body",
+				maxSendBody, gateway.MaxTextBytes)
+		}
 		return core.Message{}, core.Errorf(core.CodeUnsupported, "the body must be JSON {chat_id, thread_id?, text} or multipart/form-data with a file: %v", err)
 	}
 	return s.gw.Deliver(r.Context(), core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}, req.Text)
@@ -208,7 +213,11 @@ func apiStatus(c core.Code) int {
 }
 
 func (s *Server) mayDeliver(r *http.Request) bool {
-	if ip := net.ParseIP(remoteHost(r.RemoteAddr)); ip != nil && ip.IsLoopback() && r.Header.Get("X-Forwarded-For") == "" {
+	// The same test as a WebSocket's deliver frame: a request a reverse
+	// proxy forwarded from anywhere arrives from loopback too, and proxies
+	// name the real client in Forwarded or X-Real-Ip as often as in
+	// X-Forwarded-For.
+	if loopback(r) {
 		return true
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -110,11 +110,15 @@ func Open(cfg AppConfig) (*App, error) {
 		st.Close()
 		return nil, err
 	}
-	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content})
-	cfg.Server.Push = a.Push.Kind()
-	cfg.Server.NtfyServer = cfg.Push.NtfyServer
-	cfg.Server.WebPushKey = vapid
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
+	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online})
+	cfg.Server.Push = a.Push.Kind()
+	// hello.ack's push_ntfy_server is "empty when the backend is not
+	// ntfy" (the schema): with FCM configured too, push names fcm.
+	if cfg.Server.Push == "ntfy" {
+		cfg.Server.NtfyServer = cfg.Push.NtfyServer
+	}
+	cfg.Server.WebPushKey = vapid
 	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("media directory: %w", err)

@@ -17,6 +17,9 @@ type PushConfig struct {
 	FCMEndpoint       string // tests only: the FCM API base URL
 	NtfyServer        string // e.g. https://ntfy.sh
 	NtfyToken         string
+	// NtfyClick is the URL a tap on an ntfy notification opens (ntfy's
+	// Click header), e.g. the web app or an app's deep link; empty: none.
+	NtfyClick string
 	// WebPush turns on Web Push; its VAPID keys are made on first start
 	// and kept in the data directory.
 	WebPush           bool
@@ -41,7 +44,7 @@ func (c PushConfig) backends(dataDir string) ([]push.Backend, string, error) {
 		out = append(out, f)
 	}
 	if c.NtfyServer != "" {
-		out = append(out, &push.Ntfy{Server: c.NtfyServer, Token: c.NtfyToken, Client: c.HTTPClient})
+		out = append(out, &push.Ntfy{Server: c.NtfyServer, Token: c.NtfyToken, Click: c.NtfyClick, Client: c.HTTPClient})
 	}
 	if c.WebPush {
 		pub, priv, err := vapidKeys(filepath.Join(dataDir, "vapid.json"))

@@ -3,10 +3,16 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +21,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/store"
 )
@@ -28,7 +35,7 @@ type fakeNtfy struct {
 }
 
 type ntfyMsg struct {
-	Topic, Title, Body string
+	Topic, Title, Body, Click, Auth string
 }
 
 func newFakeNtfy(t *testing.T) *fakeNtfy {
@@ -36,7 +43,8 @@ func newFakeNtfy(t *testing.T) *fakeNtfy {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
-		f.got = append(f.got, ntfyMsg{Topic: strings.TrimPrefix(r.URL.Path, "/"), Title: r.Header.Get("Title"), Body: string(b)})
+		f.got = append(f.got, ntfyMsg{Topic: strings.TrimPrefix(r.URL.Path, "/"), Title: r.Header.Get("Title"), Body: string(b),
+			Click: r.Header.Get("Click"), Auth: r.Header.Get("Authorization")})
 		f.mu.Unlock()
 		f.seen <- struct{}{}
 	}))
@@ -53,7 +61,7 @@ func (f *fakeNtfy) messages() []ntfyMsg {
 func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	nt := newFakeNtfy(t)
 	g := testgw.Start(t, func(c *server.AppConfig) {
-		c.Push = server.PushConfig{NtfyServer: nt.srv.URL, Content: "full"}
+		c.Push = server.PushConfig{NtfyServer: nt.srv.URL, NtfyToken: "tk_ntfy", NtfyClick: "https://chat.example.invalid/", Content: "full"}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 	defer cancel()
@@ -82,6 +90,10 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Topic != "phone-topic" || msgs[0].Body != "wake the phone" {
 		t.Fatalf("pushes = %+v (the tablet is online and must get none)", msgs)
 	}
+	// The configured access token and click URL reach the ntfy server.
+	if msgs[0].Auth != "Bearer tk_ntfy" || msgs[0].Click != "https://chat.example.invalid/" {
+		t.Fatalf("ntfy headers: Authorization %q, Click %q", msgs[0].Auth, msgs[0].Click)
+	}
 
 	// Back online: the ack says what push already showed; sync replays it
 	// with its cursor so the app can skip re-notifying.
@@ -96,6 +108,57 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	})
 	if replayed.Cursor != lp {
 		t.Fatalf("the pushed frame replays with cursor %d, last_pushed_cursor is %d", replayed.Cursor, lp)
+	}
+}
+
+// TestPushCapsWithFCMAndNtfy: with both FCM and ntfy configured the app
+// is told push "fcm", and push_ntfy_server is empty, as the schema has it
+// "when the backend is not ntfy".
+func TestPushCapsWithFCMAndNtfy(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(key)
+	sa, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "demo-project", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "irisgate@demo-project.iam.gserviceaccount.com", "token_uri": "http://127.0.0.1:1/token",
+	})
+	saFile := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(saFile, sa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Push = server.PushConfig{FCMServiceAccount: saFile, NtfyServer: "https://ntfy.example.invalid"}
+	})
+	caps := g.Dial(t, "phone").Welcome().ServerCaps
+	if caps["push"] != "fcm" || caps["push_ntfy_server"] != "" {
+		t.Fatalf("server_caps = %v", caps)
+	}
+}
+
+// TestPushSkipsADeviceThatIsBack: the gateway's pusher knows who is
+// online. A push still queued for a device when it reconnects (a retry
+// of a failing backend, say) is dropped: the device has the frame live or
+// from sync.
+func TestPushSkipsADeviceThatIsBack(t *testing.T) {
+	nt := newFakeNtfy(t)
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Push = server.PushConfig{NtfyServer: nt.srv.URL} })
+	ctx := context.Background()
+	if err := g.App.Store.SetPushRegistration(ctx, "phone", "", "phone-topic"); err != nil {
+		t.Fatal(err)
+	}
+	g.Dial(t, "phone")
+	if err := g.App.Push.Enqueue(ctx, "phone", push.Note{Body: "queued while away", Cursor: 1, Collapse: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	g.App.Push.SendDue(ctx)
+	if msgs := nt.messages(); len(msgs) != 0 {
+		t.Fatalf("pushed to a device that is online: %+v", msgs)
+	}
+	if n, _ := g.App.Store.PendingPushes(ctx); n != 0 {
+		t.Fatalf("%d pushes kept for a device that is online", n)
 	}
 }
 
@@ -122,6 +185,44 @@ func TestCronPostsIntoItsChannel(t *testing.T) {
 	got, _ := g.App.Store.CronJob(ctx, j.ID)
 	if !got.Enabled || time.Until(got.NextRun) < 50*time.Minute {
 		t.Fatalf("after the run: %+v", got)
+	}
+}
+
+// TestCronSilentReplyDeliversNothing: a job whose prompt the agent
+// answers with exactly [SILENT] (surrounding blank space aside) posts no
+// message and no notification, and leaves nothing in history; an answer
+// that merely starts with it is posted. (The echo agent answers with the
+// prompt itself.)
+func TestCronSilentReplyDeliversNothing(t *testing.T) {
+	g := testgw.Start(t)
+	d := g.Dial(t, "phone")
+	ctx := context.Background()
+	run := func(prompt string) {
+		t.Helper()
+		j, err := cron.Add(ctx, g.App.Store, store.CronJob{Name: "quiet", Schedule: "every 1h", Prompt: prompt}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.App.GW.RunCron(ctx, j); err != nil {
+			t.Fatalf("running %q: %v", prompt, err)
+		}
+	}
+	run("[SILENT]")
+	run(" [SILENT]\n")
+	run("[SILENT] but not quite")
+	// Commits are ordered: had a silent job posted, its frames would come
+	// before the last job's message.
+	got := until(t, d, func(f client.Frame) bool { return f.Type == "message" && testgw.Str(t, f, "role") == "cron" })
+	if m := got[len(got)-1]; testgw.Str(t, m, "text") != "[SILENT] but not quite" {
+		t.Fatalf("the first cron message is %s", m.Raw)
+	}
+	none(t, "phone", got, func(f client.Frame) bool { return f.Type == "notification" })
+	d.Expect("notification", nil) // the posted job's
+	h := d.MustDo("history", def, map[string]any{})
+	var p struct{ Messages []struct{ Text string } }
+	h.Decode(&p)
+	if len(p.Messages) != 1 || p.Messages[0].Text != "[SILENT] but not quite" {
+		t.Fatalf("history = %+v", p.Messages)
 	}
 }
 
@@ -154,10 +255,17 @@ func TestSendAPI(t *testing.T) {
 		t.Fatalf("delivered %s", m.Raw)
 	}
 	// Through a proxy the caller is not loopback: a token is needed.
-	fwd := map[string]string{"X-Forwarded-For": "203.0.113.9"}
-	if code, _ := post(`{"chat_id":"default","text":"x"}`, fwd); code != http.StatusForbidden {
-		t.Fatalf("forwarded without token: %d", code)
+	// Each header a proxy may name the real client in counts: a proxy
+	// that sets only Forwarded (RFC 7239) or X-Real-IP (nginx) must not
+	// open the endpoint to the internet.
+	for _, h := range []map[string]string{
+		{"Forwarded": "for=203.0.113.9"}, {"X-Real-IP": "203.0.113.9"}, {"X-Forwarded-For": "203.0.113.9"},
+	} {
+		if code, body := post(`{"chat_id":"default","text":"spoofed"}`, h); code != http.StatusForbidden || !strings.Contains(body, "delivery token") {
+			t.Fatalf("forwarded (%v) without token: %d %s", h, code, body)
+		}
 	}
+	fwd := map[string]string{"X-Forwarded-For": "203.0.113.9"}
 	fwd["Authorization"] = "Bearer deliver-secret"
 	if code, body := post(`{"chat_id":"default","text":"with token"}`, fwd); code != 200 {
 		t.Fatalf("forwarded with token: %d %s", code, body)
@@ -165,8 +273,15 @@ func TestSendAPI(t *testing.T) {
 	if code, _ := post(`{"chat_id":"chan_nope","text":"x"}`, nil); code != http.StatusNotFound {
 		t.Fatalf("unknown channel: %d", code)
 	}
-	if code, _ := post(`not json`, nil); code != http.StatusBadRequest {
-		t.Fatalf("bad body: %d", code)
+	if code, body := post(`not json`, nil); code != http.StatusBadRequest || !strings.Contains(body, "must be JSON") {
+		t.Fatalf("bad body: %d %s", code, body)
+	}
+	// Too long: the text's own limit, then the body's, each named.
+	if code, body := post(`{"chat_id":"default","text":"`+strings.Repeat("a", 64<<10+1)+`"}`, nil); code != http.StatusBadRequest || !strings.Contains(body, "the limit is 65536") {
+		t.Fatalf("text over the limit: %d %s", code, body)
+	}
+	if code, body := post(`{"chat_id":"default","text":"`+strings.Repeat("a", 1<<20)+`"}`, nil); code != http.StatusBadRequest || !strings.Contains(body, "larger than 1048576 bytes") {
+		t.Fatalf("body over the limit: %d %s", code, body)
 	}
 }
 
@@ -188,11 +303,30 @@ func TestWebPushRegistration(t *testing.T) {
 	if _, err := d.Do("fcm.register", client.Lane{}, map[string]any{"webpush": `{"endpoint":"ftp://x"}`}); err == nil {
 		t.Fatal("a bad subscription was accepted")
 	}
-	res, err := http.Get("http://" + g.Addr + "/api/webpush")
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("GET /api/webpush: %v %v", res, err)
+	webKey := func(g *testgw.GW) string {
+		t.Helper()
+		res, err := http.Get("http://" + g.Addr + "/api/webpush")
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("GET /api/webpush: %v %v", res, err)
+		}
+		defer res.Body.Close()
+		var k struct {
+			PublicKey string `json:"public_key"`
+		}
+		json.NewDecoder(res.Body).Decode(&k)
+		return k.PublicKey
 	}
-	res.Body.Close()
+	key, _ := d.Welcome().ServerCaps["vapid_public_key"].(string)
+	if got := webKey(g); got != key {
+		t.Fatalf("GET /api/webpush offers %q, hello.ack %q", got, key)
+	}
+	// The keys are made on first start only: browsers subscribed with
+	// them stay reachable after a restart.
+	g.Close()
+	again := testgw.StartIn(t, g.Dir, func(c *server.AppConfig) { c.Push.WebPush = true })
+	if got := webKey(again); got != key {
+		t.Fatalf("after a restart the VAPID key is %q, was %q", got, key)
+	}
 }
 
 func TestCronPostsAreInHistory(t *testing.T) {

@@ -93,3 +93,17 @@ func TestConfigMobile(t *testing.T) {
 		t.Fatalf("from the environment: %+v", cfg)
 	}
 }
+
+// TestConfigPush: the push settings reach the server's configuration, the
+// ntfy click URL among them (the ntfy backend sends it as Click).
+func TestConfigPush(t *testing.T) {
+	p := parse(t, "serve", "--ntfy-server", "https://ntfy.example.com", "--ntfy-token", "tk_1", "--ntfy-click", "https://chat.example.com/",
+		"--push-content", "ids").Serve.appConfig(nil, nil).Push
+	if p.NtfyServer != "https://ntfy.example.com" || p.NtfyToken != "tk_1" || p.NtfyClick != "https://chat.example.com/" || p.Content != "ids" || !p.WebPush {
+		t.Fatalf("from flags: %+v", p)
+	}
+	t.Setenv("IRISGATE_NTFY_CLICK", "https://example.net/open")
+	if p := parse(t, "serve").Serve.appConfig(nil, nil).Push; p.NtfyClick != "https://example.net/open" {
+		t.Fatalf("from the environment: %+v", p)
+	}
+}

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"testing"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// TestWakes: which committed events wake a device that is away, and what
+// the push says. A final assistant message, a cron message, a
+// notification and every picker do; the stream, the person's own words,
+// the gateway's system lines and anything not in the outbox (cursor 0)
+// do not. Pushes collapse per lane.
+func TestWakes(t *testing.T) {
+	lane := core.Lane{ChatID: "chan_1"}
+	thread := core.Lane{ChatID: "chan_1", ThreadID: "t_1"}
+	msg := func(role, text string, media ...core.Media) *core.Message {
+		return &core.Message{ID: "m_1", Role: role, Text: text, Media: media}
+	}
+	file := core.Media{ID: "md_1", Filename: "chart.png"}
+	for _, tc := range []struct {
+		name       string
+		ev         *core.Event
+		kind, body string // kind "": no push
+	}{
+		{"final assistant message", &core.Event{Type: core.EvMessageStop, Message: msg(core.RoleAssistant, "All done.")}, "message", "All done."},
+		{"final reply of a file alone", &core.Event{Type: core.EvMessageStop, Message: msg(core.RoleAssistant, "", file)}, "message", "📎 chart.png"},
+		{"empty final reply", &core.Event{Type: core.EvMessageStop, Message: msg(core.RoleAssistant, "  ")}, "", ""},
+		{"assistant message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleAssistant, "Here.")}, "message", "Here."},
+		{"cron message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "Standup time")}, "cron", "Standup time"},
+		{"delivered file", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "", file)}, "cron", "📎 chart.png"},
+		{"the person's own message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleUser, "hi")}, "", ""},
+		{"a system line", &core.Event{Type: core.EvMessage, Message: msg(core.RoleSystem, "Kept the session")}, "", ""},
+		{"notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "cron", Title: "digest", Body: "3 items"}}, "notification", "3 items"},
+		{"approval picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_1", Kind: "approval", Title: "Run?", Command: "make deploy"}}, "picker", "make deploy"},
+		{"clarify picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_2", Kind: "clarify", Title: "Which?"}}, "picker", "Your answer is needed"},
+		{"stream update", &core.Event{Type: core.EvMessageUpdate, Text: "partial"}, "", ""},
+		{"agent idle", &core.Event{Type: core.EvAgentIdle}, "", ""},
+		{"tool end", &core.Event{Type: core.EvToolEnd}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := tc.ev
+			ev.Lane, ev.Cursor = lane, 41
+			n, ok := wakes(ev)
+			if ok != (tc.kind != "") {
+				t.Fatalf("wakes = %v, want %v", ok, tc.kind != "")
+			}
+			if !ok {
+				return
+			}
+			if n.Kind != tc.kind || n.Body != tc.body || n.Cursor != 41 || n.ChatID != "chan_1" || n.Collapse != "chan_1" {
+				t.Fatalf("note = %+v, want kind %q body %q at cursor 41, collapsed on the lane", n, tc.kind, tc.body)
+			}
+			// Not in the outbox, no cursor to report: no push.
+			ev.Cursor = 0
+			if _, ok := wakes(ev); ok {
+				t.Fatal("an event without a cursor woke a device")
+			}
+		})
+	}
+	// A thread is a lane of its own: its pushes collapse apart.
+	ev := &core.Event{Type: core.EvMessageStop, Lane: thread, Cursor: 7, Message: msg(core.RoleAssistant, "in the thread")}
+	if n, ok := wakes(ev); !ok || n.ThreadID != "t_1" || n.Collapse == "chan_1" {
+		t.Fatalf("thread note = %+v %v", n, ok)
+	}
+}
