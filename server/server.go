@@ -34,15 +34,10 @@ type Config struct {
 	HelloTimeout time.Duration // for the first frame
 	PingInterval time.Duration // WebSocket pings; a peer silent for two is dead
 	WriteTimeout time.Duration // one frame's write
-	// WriteLinger is the least time between two writes to one socket:
-	// frames that come sooner wait and leave together, in one system call
-	// (the first frame after a quiet spell goes at once). 0 means 1 ms;
-	// negative, no wait.
-	WriteLinger time.Duration
-	MaxFrame    int64  // largest text or binary frame accepted
-	Push        string // push backend named in hello.ack
-	NtfyServer  string
-	WebPushKey  string // VAPID public key offered to browsers
+	MaxFrame     int64         // largest text or binary frame accepted
+	Push         string        // push backend named in hello.ack
+	NtfyServer   string
+	WebPushKey   string // VAPID public key offered to browsers
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
@@ -82,9 +77,7 @@ func (c *Config) defaults() {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
-	if c.WriteLinger == 0 {
-		c.WriteLinger = time.Millisecond
-	}
+
 	if c.MaxFrame == 0 {
 		c.MaxFrame = 1 << 20
 	}
@@ -508,7 +501,6 @@ type writer struct {
 	conn *hub.Conn
 	out  prometheus.Counter
 	done chan struct{} // closed once the socket is closed
-	last time.Time     // of the latest write, for the linger
 }
 
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
@@ -529,15 +521,10 @@ func (w *writer) drain() {
 	bp := outBufs.Get().(*[]hub.Out)
 	defer outBufs.Put(bp)
 	for {
-		if wait := time.Until(w.last.Add(w.s.cfg.WriteLinger)); wait > 0 {
-			time.Sleep(wait)
-		}
 		buf, err := w.conn.Next(*bp)
 		*bp = buf
 		if len(buf) > 0 {
-			werr := w.write(buf)
-			w.last = time.Now()
-			if werr != nil {
+			if werr := w.write(buf); werr != nil {
 				w.c.CloseNow()
 				w.conn.Close(werr)
 				finished = true
