@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -97,6 +98,7 @@ func (g *Gateway) greet(c *hub.Conn) {
 // the device is not proven to have, through send. It returns the head it
 // replayed up to and whether frames after cursor were already pruned.
 func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func(*core.Event) error) (head int64, truncated bool, err error) {
+	c.Settle()
 	if head, err = g.st.OutboxHead(ctx); err != nil {
 		return 0, false, err
 	}
@@ -108,8 +110,54 @@ func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func
 		cursor = 0
 	}
 	truncated = cursor < floor
-	err = g.st.ScanOutbox(ctx, cursor, head, func(r store.OutboxRow) error {
-		if c.Proven(r.Cursor) {
+	const page = 1000
+	for after := cursor; after < head; {
+		cursors, err := g.st.OutboxCursors(ctx, after, head, page)
+		if err != nil {
+			return head, truncated, err
+		}
+		if len(cursors) == 0 {
+			break
+		}
+		evs, err := g.replayEvents(ctx, c, cursors)
+		if err != nil {
+			return head, truncated, err
+		}
+		for _, ev := range evs {
+			if ev.NotTo == c.DeviceID {
+				continue
+			}
+			if err := send(ev); err != nil {
+				return head, truncated, err
+			}
+		}
+		after = cursors[len(cursors)-1]
+	}
+	return head, truncated, nil
+}
+
+// replayEvents returns the events at cursors that c is not proven to have:
+// from the replay cache, or decoded from the outbox. A returned event may
+// be shared (cached): it has its cursor and must not be changed.
+func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64) ([]*core.Event, error) {
+	evs := make([]*core.Event, 0, len(cursors))
+	var missing []int64
+	for _, cur := range cursors {
+		if c.Proven(cur) {
+			continue
+		}
+		ev := g.replay.get(cur)
+		if ev == nil {
+			missing = append(missing, cur)
+		}
+		evs = append(evs, ev) // nil: filled in below
+	}
+	if len(missing) == 0 {
+		return evs, nil
+	}
+	stored := make(map[int64]*core.Event, len(missing))
+	err := g.st.ScanOutbox(ctx, missing[0]-1, missing[len(missing)-1], func(r store.OutboxRow) error {
+		if _, want := slices.BinarySearch(missing, r.Cursor); !want {
 			return nil
 		}
 		ev := new(core.Event)
@@ -117,11 +165,23 @@ func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func
 			g.log.Error("sync: unreadable outbox frame skipped", "cursor", r.Cursor, "err", err)
 			return nil
 		}
-		if ev.NotTo == c.DeviceID {
-			return nil
-		}
 		ev.Cursor = r.Cursor
-		return send(ev)
+		stored[r.Cursor] = ev
+		return nil
 	})
-	return head, truncated, err
+	if err != nil {
+		return nil, err
+	}
+	out := evs[:0]
+	mi := 0
+	for _, ev := range evs {
+		if ev == nil {
+			ev = stored[missing[mi]] // nil when deleted meanwhile or unreadable
+			mi++
+		}
+		if ev != nil {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
 }

@@ -45,6 +45,10 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
+	// ReplayCache bounds the memory (counted as stored bytes) that keeps
+	// the newest outbox frames ready for sync: 32 MiB unless set; negative
+	// turns the cache off.
+	ReplayCache int
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -57,6 +61,7 @@ type Gateway struct {
 
 	writes chan *write
 	toPush chan *core.Event
+	replay *replayCache // nil: off
 	// recovered is closed once Run has settled what the last run left
 	// open; connections are served only after it, or a turn started at
 	// once would be taken for one a crash left behind.
@@ -97,9 +102,13 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
+	if cfg.ReplayCache == 0 {
+		cfg.ReplayCache = 32 << 20
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
+		replay:    newReplayCache(1<<18, cfg.ReplayCache),
 		writes:    make(chan *write, 1024),
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
@@ -182,6 +191,7 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 type write struct {
 	apply func(*store.Tx) error
 	ev    *core.Event
+	size  int        // of ev's outbox body, once stored
 	done  chan error // nil: nobody waits
 }
 
@@ -261,6 +271,7 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 				werr = errs[i]
 			}
 			if werr == nil && w.ev != nil {
+				g.remember(w)
 				g.hub.Publish(w.ev)
 				g.notePush(w.ev)
 				if w.ev.Cursor > 0 {
@@ -292,7 +303,20 @@ func (g *Gateway) applyWrite(tx *store.Tx, w *write) error {
 		return err
 	}
 	ev.Cursor, err = tx.AppendOutbox(row)
+	w.size = len(row.Body)
 	return err
+}
+
+// remember keeps a committed durable event for sync replays.
+func (g *Gateway) remember(w *write) {
+	if w.ev.Type == core.EvMessageDeleted || w.ev.Type == core.EvChannelDeleted {
+		// Deleted content must not linger in memory; Sync never serves it
+		// anyway, as it replays only cursors the outbox still has.
+		g.replay.reset()
+	}
+	if w.ev.Cursor > 0 {
+		g.replay.add(w.ev, w.size)
+	}
 }
 
 // outboxRow serialises an event for the outbox. The body is the event's Go

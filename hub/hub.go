@@ -42,18 +42,65 @@ type Conn struct {
 
 	mu      sync.Mutex
 	written []int64 // cursors written since the last read
+	// writing is true while a batch is on its way to the socket; a read
+	// meanwhile (readMid) counts as a read after that batch once it is
+	// written. Without it a device that answers the batch's last frame
+	// could be read before the writer gets round to recording the batch.
+	writing bool
+	readMid bool
+	settled *sync.Cond // on mu: signalled when a batch's write ends
 }
 
-// Take waits for queued frames; the connection's writer calls it.
+// Take waits for queued frames, for a writer that stays alone with the
+// connection (tests); a connection given Drive is drained with Next.
 func (c *Conn) Take(ctx context.Context, buf []Out) ([]Out, error) { return c.q.take(ctx, buf) }
 
-// Written records that a frame went out on the socket.
-func (c *Conn) Written(cursor int64) {
-	if cursor == 0 {
-		return
-	}
+// Drive has start run (in a new goroutine) whenever frames wait and no
+// writer is running, and when the connection closes. The writer it starts
+// calls Next until Next gives neither frames nor an error.
+func (c *Conn) Drive(start func()) { c.q.drive(start) }
+
+// Next returns the queued frames without waiting. No frames and a nil
+// error end the writer's turn; an error means the connection is closed
+// and everything queued before the close has been returned.
+func (c *Conn) Next(buf []Out) ([]Out, error) { return c.q.next(buf) }
+
+// Writing says a batch is about to be written.
+func (c *Conn) Writing() {
 	c.mu.Lock()
-	c.written = append(c.written, cursor)
+	c.writing, c.readMid = true, false
+	c.mu.Unlock()
+}
+
+// Wrote records that a batch went out on the socket; a batch whose write
+// failed is given as nil, so nothing of it is recorded.
+func (c *Conn) Wrote(batch []Out) {
+	c.mu.Lock()
+	defer c.settled.Broadcast()
+	for _, o := range batch {
+		if o.Cursor != 0 {
+			c.written = append(c.written, o.Cursor)
+		}
+	}
+	var proven []int64
+	if c.readMid {
+		proven, c.written = c.written, nil
+	}
+	c.writing, c.readMid = false, false
+	c.mu.Unlock()
+	if len(proven) > 0 {
+		c.dev.prove(proven)
+	}
+}
+
+// Settle waits for a batch being written to be recorded, so a frame read
+// meanwhile (a sync request answering the batch's last frame, say) has
+// its proofs in place before they are looked at.
+func (c *Conn) Settle() {
+	c.mu.Lock()
+	for c.writing {
+		c.settled.Wait()
+	}
 	c.mu.Unlock()
 }
 
@@ -63,6 +110,9 @@ func (c *Conn) Read() {
 	c.mu.Lock()
 	w := c.written
 	c.written = nil
+	if c.writing {
+		c.readMid = true
+	}
 	c.mu.Unlock()
 	if len(w) > 0 {
 		c.dev.prove(w)
@@ -150,6 +200,7 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(
 		d = &device{proven: ParseIntervals(sd.Proven)}
 	}
 	c := &Conn{ID: h.nextID.Add(1), DeviceID: deviceID, codec: codec, q: newQueue(h.limits.MaxItems, h.limits.MaxBytes)}
+	c.settled = sync.NewCond(&c.mu)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur := h.devices[deviceID]; cur != nil {

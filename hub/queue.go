@@ -38,13 +38,19 @@ type queue struct {
 	maxItems int
 	maxBytes int
 	closed   error
-	wake     chan struct{} // the writer waits here
+	wake     chan struct{} // take waits here
 	room     chan struct{} // replay waits here for the queue to drain
+
+	// start, once set, runs a writer whenever frames (or a close) wait and
+	// none is running: an idle connection then has no writer goroutine and
+	// its stack. running is true from the start until the writer's next
+	// finds nothing to do.
+	start   func()
+	running bool
 }
 
 func newQueue(maxItems, maxBytes int) *queue {
 	return &queue{
-		keys:     make(map[string]int),
 		maxItems: maxItems,
 		maxBytes: maxBytes,
 		wake:     make(chan struct{}, 1),
@@ -71,15 +77,73 @@ func (q *queue) push(o Out) bool {
 		return false
 	}
 	if o.Key != "" {
+		if q.keys == nil {
+			q.keys = make(map[string]int)
+		}
 		q.keys[o.Key] = len(q.items)
 	}
 	q.items = append(q.items, o)
 	q.bytes += len(o.Data)
+	q.kick()
+	return true
+}
+
+// kick wakes whoever drains the queue; q.mu is held.
+func (q *queue) kick() {
+	if q.start != nil {
+		if !q.running && (len(q.items) > 0 || q.closed != nil) {
+			q.running = true
+			go q.start()
+		}
+		return
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return true
+}
+
+// drive makes start the queue's writer from now on.
+func (q *queue) drive(start func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.start = start
+	q.kick()
+}
+
+// next is take for a writer that start runs: it never waits. Nothing
+// queued and the queue open ends the writer's turn (no frames, nil error);
+// the next push starts another.
+func (q *queue) next(buf []Out) ([]Out, error) {
+	q.mu.Lock()
+	if len(q.items) > 0 {
+		buf = q.takeLocked(buf)
+		q.mu.Unlock()
+		q.signalRoom()
+		return buf, nil
+	}
+	err := q.closed
+	if err == nil {
+		q.running = false
+	}
+	q.mu.Unlock()
+	return buf[:0], err
+}
+
+func (q *queue) takeLocked(buf []Out) []Out {
+	buf = append(buf[:0], q.items...)
+	clear(q.items)
+	q.items = q.items[:0]
+	clear(q.keys)
+	q.bytes = 0
+	return buf
+}
+
+func (q *queue) signalRoom() {
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
 }
 
 // pushWait adds o once the queue is at most half full: replays use it, so
@@ -113,16 +177,9 @@ func (q *queue) take(ctx context.Context, buf []Out) ([]Out, error) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
-			buf = append(buf[:0], q.items...)
-			clear(q.items)
-			q.items = q.items[:0]
-			clear(q.keys)
-			q.bytes = 0
+			buf = q.takeLocked(buf)
 			q.mu.Unlock()
-			select {
-			case q.room <- struct{}{}:
-			default:
-			}
+			q.signalRoom()
 			return buf, nil
 		}
 		err := q.closed
@@ -155,14 +212,8 @@ func (q *queue) closeLocked(err error) {
 		q.items = q.items[:0]
 		q.bytes = 0
 	}
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	select {
-	case q.room <- struct{}{}:
-	default:
-	}
+	q.kick()
+	q.signalRoom()
 }
 
 func (q *queue) err() error {
@@ -184,9 +235,6 @@ func (q *queue) pushFront(o Out) bool {
 	for k, i := range q.keys {
 		q.keys[k] = i + 1
 	}
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.kick()
 	return true
 }

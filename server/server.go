@@ -77,6 +77,7 @@ func (c *Config) defaults() {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
+
 	if c.MaxFrame == 0 {
 		c.MaxFrame = 1 << 20
 	}
@@ -218,24 +219,39 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gateway restarting", http.StatusServiceUnavailable)
 		return
 	}
-	defer s.wg.Done()
 	// Any origin may connect: every connection must present a token in its
 	// first frame, so a foreign page gains nothing it could not do anyway.
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	hw := &hijackWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
+		s.wg.Done()
 		return
 	}
 	c.SetReadLimit(-1) // enforced per frame in readFrame, with an error frame
 	s.mu.Lock()
 	s.socks[c] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.socks, c)
-		s.mu.Unlock()
-		c.CloseNow()
+	sess, d, ok := s.hello(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
+	if !ok {
+		s.closed(c)
+		return
+	}
+	// The connection lives on in a goroutine of its own, so that this one's
+	// stack (grown by net/http and the hello's database work) and net/http's
+	// state for the upgrade request are freed while the device idles.
+	go func() {
+		defer s.closed(c)
+		s.serve(c, hw.conn, sess, d)
 	}()
-	s.serve(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
+}
+
+// closed forgets a connection's socket once its handling is over.
+func (s *Server) closed(c *websocket.Conn) {
+	s.mu.Lock()
+	delete(s.socks, c)
+	s.mu.Unlock()
+	c.CloseNow()
+	s.wg.Done()
 }
 
 // loopback reports whether r comes from a loopback address directly: a
@@ -334,27 +350,30 @@ type peer struct {
 	loopback bool // from a loopback address and not through a proxy
 }
 
-func (s *Server) serve(c *websocket.Conn, p peer) {
-	ctx := s.base
+// hello reads and authenticates a connection's first frame.
+func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
 	w := s.waitHello(c)
-	typ, first, err := readFrame(ctx, c, helloLimit)
+	typ, first, err := readFrame(s.base, c, helloLimit)
 	if !s.helloCame(c, w) {
-		return
+		return nil, dialect{}, false
 	}
 	if err != nil {
 		if errors.Is(err, errTooBig) {
 			c.Close(websocket.StatusMessageTooBig, "hello too large")
 		}
-		return
+		return nil, dialect{}, false
 	}
 	if typ != websocket.MessageText {
 		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
-		return
+		return nil, dialect{}, false
 	}
-	sess, d, ok := s.open(ctx, c, p, first)
-	if !ok {
-		return
-	}
+	return s.open(s.base, c, p, first)
+}
+
+// serve is a connection's read loop after its hello; writers are started
+// by the connection's queue when frames wait.
+func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dialect) {
+	ctx := s.base
 	conn := sess.Conn()
 	s.mu.Lock()
 	if s.down {
@@ -365,7 +384,8 @@ func (s *Server) serve(c *websocket.Conn, p peer) {
 	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues(d.name, "hello").Inc()
 	writerDone := make(chan struct{})
-	go s.writer(c, conn, d.name, writerDone)
+	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.name), done: writerDone}
+	conn.Drive(w.drain)
 
 	for {
 		typ, data, err := readFrame(ctx, c, d.limit)
@@ -471,52 +491,100 @@ func (s *Server) safely(conn *hub.Conn, dialect string, fn func() error) (err er
 	return fn()
 }
 
-// writer drains the connection's queue onto the socket, then closes the
-// socket with the status the queue was closed with.
-func (s *Server) writer(c *websocket.Conn, conn *hub.Conn, dialect string, done chan<- struct{}) {
-	defer close(done)
+// writer puts a connection's queued frames on its socket. A drain runs
+// while frames wait and ends when the queue is empty; the one that finds
+// the queue closed closes the socket with the status it was closed with.
+type writer struct {
+	s    *Server
+	c    *websocket.Conn
+	sock *corkedConn
+	conn *hub.Conn
+	out  prometheus.Counter
+	done chan struct{} // closed once the socket is closed
+}
+
+var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
+
+func (w *writer) drain() {
+	finished := false
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("panic in writer", "device", conn.DeviceID, "panic", fmt.Sprint(p))
-			c.CloseNow()
+			w.s.log.Error("panic in writer", "device", w.conn.DeviceID, "panic", fmt.Sprint(p))
+			w.c.CloseNow()
+			w.conn.Wrote(nil) // a sync waiting on the batch goes on
+			w.conn.Close(errors.New("writer failed"))
+			if !finished {
+				close(w.done)
+			}
 		}
 	}()
-	out := s.m.FramesOut.WithLabelValues(dialect)
-	var buf []hub.Out
+	bp := outBufs.Get().(*[]hub.Out)
+	defer outBufs.Put(bp)
 	for {
-		var err error
-		buf, err = conn.Take(context.Background(), buf)
-		for _, o := range buf {
-			typ := websocket.MessageText
-			if o.Binary {
-				typ = websocket.MessageBinary
-			}
-			wctx, cancel := context.WithTimeout(s.base, s.cfg.WriteTimeout)
-			werr := c.Write(wctx, typ, o.Data)
-			cancel()
-			if werr != nil {
-				c.CloseNow()
-				conn.Close(werr)
+		buf, err := w.conn.Next(*bp)
+		*bp = buf
+		if len(buf) > 0 {
+			if werr := w.write(buf); werr != nil {
+				w.c.CloseNow()
+				w.conn.Close(werr)
+				finished = true
+				close(w.done)
 				return
 			}
-			conn.Written(o.Cursor)
-			out.Inc()
+			clear(buf) // the pool must not keep frames alive
 		}
 		if err != nil {
-			var ce *closeErr
-			switch {
-			case errors.As(err, &ce):
-				c.Close(ce.code, ce.reason)
-			case errors.Is(err, hub.ErrSlow):
-				s.log.Warn("closing a device that reads too slowly", "device", conn.DeviceID)
-				c.Close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
-			case errors.Is(err, hub.ErrReplaced):
-				c.Close(websocket.StatusNormalClosure, "replaced by a newer connection of this device")
-			default:
-				c.CloseNow()
-			}
+			w.closeSocket(err)
+			finished = true
+			close(w.done)
 			return
 		}
+		if len(buf) == 0 {
+			return
+		}
+	}
+}
+
+// write sends a batch in as few system calls as the socket allows. Its
+// frames count as written (for proofs of delivery) only once they have
+// left the cork, never while they wait in it.
+func (w *writer) write(buf []hub.Out) error {
+	w.conn.Writing()
+	w.sock.cork()
+	var err error
+	for _, o := range buf {
+		typ := websocket.MessageText
+		if o.Binary {
+			typ = websocket.MessageBinary
+		}
+		if err = w.c.Write(context.Background(), typ, o.Data); err != nil {
+			break
+		}
+	}
+	if uerr := w.sock.uncork(); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		w.conn.Wrote(nil)
+		return err
+	}
+	w.conn.Wrote(buf)
+	w.out.Add(float64(len(buf)))
+	return nil
+}
+
+func (w *writer) closeSocket(err error) {
+	var ce *closeErr
+	switch {
+	case errors.As(err, &ce):
+		w.c.Close(ce.code, ce.reason)
+	case errors.Is(err, hub.ErrSlow):
+		w.s.log.Warn("closing a device that reads too slowly", "device", w.conn.DeviceID)
+		w.c.Close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
+	case errors.Is(err, hub.ErrReplaced):
+		w.c.Close(websocket.StatusNormalClosure, "replaced by a newer connection of this device")
+	default:
+		w.c.CloseNow()
 	}
 }
 

@@ -18,14 +18,14 @@ const maxConversation = 4000
 // AppendConversation adds an entry to a lane's conversation. messageID,
 // when set, ties it to a chat message so deleting that message deletes it.
 func (t *Tx) AppendConversation(lane core.Lane, messageID string, body []byte) error {
-	_, err := t.tx.Exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
+	_, err := t.exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
 		lane.ChatID, lane.ThreadID, messageID, body)
 	return err
 }
 
 // Conversation returns a lane's newest entries, oldest first.
 func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([][]byte, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
+	rows, err := s.query(ctx, `SELECT body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
 		ORDER BY seq DESC LIMIT ?) ORDER BY seq`, lane.ChatID, lane.ThreadID, maxConversation)
 	if err != nil {
 		return nil, err
@@ -44,14 +44,14 @@ func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([][]byte, err
 
 // ClearConversation starts a lane's conversation afresh (/new).
 func (t *Tx) ClearConversation(lane core.Lane) error {
-	_, err := t.tx.Exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID)
+	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID)
 	return err
 }
 
 // TruncateConversation removes the entry tied to messageID and every later
 // entry of its lane (/undo, /retry).
 func (t *Tx) TruncateConversation(lane core.Lane, messageID string) error {
-	_, err := t.tx.Exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
+	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
 		(SELECT MIN(seq) FROM conversation WHERE message_id = ? AND chat_id = ? AND thread_id = ?)`,
 		lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
 	return err
@@ -60,7 +60,7 @@ func (t *Tx) TruncateConversation(lane core.Lane, messageID string) error {
 // LaneSettings returns a lane's settings (nil when it has none).
 func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) ([]byte, error) {
 	var b []byte
-	err := s.r.QueryRowContext(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
+	err := s.queryRow(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
 	if err == sql.ErrNoRows {
 		return nil, nil
 	}
@@ -69,7 +69,7 @@ func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) ([]byte, error
 
 // SetLaneSettings stores a lane's settings.
 func (t *Tx) SetLaneSettings(lane core.Lane, body []byte) error {
-	_, err := t.tx.Exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
+	_, err := t.exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
 		ON CONFLICT (chat_id, thread_id) DO UPDATE SET body = excluded.body`, lane.ChatID, lane.ThreadID, body)
 	return err
 }
@@ -77,13 +77,13 @@ func (t *Tx) SetLaneSettings(lane core.Lane, body []byte) error {
 // Approved reports whether a command was approved "always".
 func (s *Store) Approved(ctx context.Context, command string) (bool, error) {
 	var n int
-	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM approvals WHERE command = ?`, command).Scan(&n)
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM approvals WHERE command = ?`, command).Scan(&n)
 	return n > 0, err
 }
 
 // Approve remembers a command as approved for good.
 func (s *Store) Approve(ctx context.Context, command string) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO approvals (command, created) VALUES (?, ?) ON CONFLICT DO NOTHING`, command, now())
+	_, err := s.exec(ctx, `INSERT INTO approvals (command, created) VALUES (?, ?) ON CONFLICT DO NOTHING`, command, now())
 	return err
 }
 
@@ -97,26 +97,26 @@ type QueuedTurn struct {
 
 // QueueTurn records that messageID awaits an agent turn.
 func (t *Tx) QueueTurn(lane core.Lane, messageID string) error {
-	_, err := t.tx.Exec(`INSERT INTO turns (message_id, chat_id, thread_id) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
+	_, err := t.exec(`INSERT INTO turns (message_id, chat_id, thread_id) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
 		messageID, lane.ChatID, lane.ThreadID)
 	return err
 }
 
 // StartTurn marks a turn as running.
 func (t *Tx) StartTurn(messageID string) error {
-	_, err := t.tx.Exec(`UPDATE turns SET running = 1 WHERE message_id = ?`, messageID)
+	_, err := t.exec(`UPDATE turns SET running = 1 WHERE message_id = ?`, messageID)
 	return err
 }
 
 // EndTurn forgets a finished turn.
 func (t *Tx) EndTurn(messageID string) error {
-	_, err := t.tx.Exec(`DELETE FROM turns WHERE message_id = ?`, messageID)
+	_, err := t.exec(`DELETE FROM turns WHERE message_id = ?`, messageID)
 	return err
 }
 
 // Turns lists the turns owed, oldest first.
 func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns ORDER BY seq`)
+	rows, err := s.query(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns ORDER BY seq`)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func scanChannel(r scanner) (core.Channel, error) {
 
 // Channels returns the whole directory: favourites first, then by creation.
 func (s *Store) Channels(ctx context.Context) ([]core.Channel, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+channelCols+` FROM channels ORDER BY favorite DESC, created, chat_id`)
+	rows, err := s.query(ctx, `SELECT `+channelCols+` FROM channels ORDER BY favorite DESC, created, chat_id`)
 	if err != nil {
 		return nil, err
 	}
@@ -40,12 +40,12 @@ func (s *Store) Channels(ctx context.Context) ([]core.Channel, error) {
 
 // Channel returns one directory entry.
 func (s *Store) Channel(ctx context.Context, chatID string) (core.Channel, error) {
-	return getChannel(s.r.QueryRowContext(ctx, `SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
+	return getChannel(s.queryRow(ctx, `SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
 }
 
 // Channel reads an entry inside a write transaction.
 func (t *Tx) Channel(chatID string) (core.Channel, error) {
-	return getChannel(t.tx.QueryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
+	return getChannel(t.queryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
 }
 
 func getChannel(row *sql.Row) (core.Channel, error) {
@@ -58,7 +58,7 @@ func getChannel(row *sql.Row) (core.Channel, error) {
 
 // PutChannel inserts or replaces a directory entry.
 func (t *Tx) PutChannel(c core.Channel) error {
-	_, err := t.tx.Exec(`INSERT INTO channels (`+channelCols+`, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+	_, err := t.exec(`INSERT INTO channels (`+channelCols+`, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT (chat_id) DO UPDATE SET name=excluded.name, kind=excluded.kind, parent=excluded.parent,
 		is_default=excluded.is_default, auto=excluded.auto, favorite=excluded.favorite, icon=excluded.icon,
 		color=excluded.color, automation=excluded.automation`,
@@ -69,7 +69,7 @@ func (t *Tx) PutChannel(c core.Channel) error {
 // SetDefault moves the default flag to chatID and returns the entries it
 // moved away from.
 func (t *Tx) SetDefault(chatID string) ([]string, error) {
-	rows, err := t.tx.Query(`SELECT chat_id FROM channels WHERE is_default = 1 AND chat_id != ?`, chatID)
+	rows, err := t.query(`SELECT chat_id FROM channels WHERE is_default = 1 AND chat_id != ?`, chatID)
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +86,14 @@ func (t *Tx) SetDefault(chatID string) ([]string, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	_, err = t.tx.Exec(`UPDATE channels SET is_default = (chat_id = ?)`, chatID)
+	_, err = t.exec(`UPDATE channels SET is_default = (chat_id = ?)`, chatID)
 	return lost, err
 }
 
 // DeleteChannel removes a channel (or thread) with its threads, their
 // history, read state and outbox frames. It returns the removed entries.
 func (t *Tx) DeleteChannel(chatID string) ([]core.Channel, error) {
-	rows, err := t.tx.Query(`SELECT `+channelCols+` FROM channels WHERE chat_id = ? OR parent = ?`, chatID, chatID)
+	rows, err := t.query(`SELECT `+channelCols+` FROM channels WHERE chat_id = ? OR parent = ?`, chatID, chatID)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func (t *Tx) DeleteChannel(chatID string) ([]core.Channel, error) {
 			args = append(args, l.ThreadID)
 		}
 		for _, table := range []string{"outbox", "reads", "messages", "conversation", "lane_settings", "turns"} {
-			if _, err := t.tx.Exec(`DELETE FROM `+table+` WHERE `+lane, args...); err != nil {
+			if _, err := t.exec(`DELETE FROM `+table+` WHERE `+lane, args...); err != nil {
 				return nil, err
 			}
 		}
-		if _, err := t.tx.Exec(`DELETE FROM channels WHERE chat_id = ?`, c.ChatID); err != nil {
+		if _, err := t.exec(`DELETE FROM channels WHERE chat_id = ?`, c.ChatID); err != nil {
 			return nil, err
 		}
 	}

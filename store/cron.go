@@ -68,7 +68,7 @@ func timeMs(t time.Time) int64 {
 
 // PutCronJob inserts or replaces a job.
 func (s *Store) PutCronJob(ctx context.Context, j CronJob) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO cron_jobs (`+cronCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+	_, err := s.exec(ctx, `INSERT INTO cron_jobs (`+cronCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT (id) DO UPDATE SET name=excluded.name, schedule=excluded.schedule, prompt=excluded.prompt, text=excluded.text,
 		chat_id=excluded.chat_id, thread_id=excluded.thread_id, enabled=excluded.enabled, last_run=excluded.last_run,
 		next_run=excluded.next_run, last_err=excluded.last_err`,
@@ -78,7 +78,7 @@ func (s *Store) PutCronJob(ctx context.Context, j CronJob) error {
 
 // CronJobs lists jobs by creation.
 func (s *Store) CronJobs(ctx context.Context) ([]CronJob, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+cronCols+` FROM cron_jobs ORDER BY created, id`)
+	rows, err := s.query(ctx, `SELECT `+cronCols+` FROM cron_jobs ORDER BY created, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (s *Store) CronJobs(ctx context.Context) ([]CronJob, error) {
 
 // CronJob loads one job.
 func (s *Store) CronJob(ctx context.Context, id string) (CronJob, error) {
-	j, err := scanCron(s.r.QueryRowContext(ctx, `SELECT `+cronCols+` FROM cron_jobs WHERE id = ?`, id))
+	j, err := scanCron(s.queryRow(ctx, `SELECT `+cronCols+` FROM cron_jobs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, ErrNotFound
 	}
@@ -105,7 +105,7 @@ func (s *Store) CronJob(ctx context.Context, id string) (CronJob, error) {
 
 // DeleteCronJob removes a job.
 func (s *Store) DeleteCronJob(ctx context.Context, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM cron_jobs WHERE id = ?`, id)
+	res, err := s.exec(ctx, `DELETE FROM cron_jobs WHERE id = ?`, id)
 	if err != nil {
 		return err
 	}

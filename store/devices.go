@@ -21,7 +21,7 @@ type Device struct {
 // Device loads a device; a device never seen has zero fields but its ID.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
-	err := s.r.QueryRowContext(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).
+	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).
 		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &d.WebPush, &d.LastPushedCursor, &d.Proven)
 	if err == sql.ErrNoRows {
 		err = nil
@@ -31,7 +31,7 @@ func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 
 // SeeDevice records a device's name (and push registration, when given) at hello.
 func (s *Store) SeeDevice(ctx context.Context, d Device) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?,?)
+	_, err := s.exec(ctx, `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
 		fcm_token = CASE WHEN excluded.fcm_token != '' THEN excluded.fcm_token ELSE fcm_token END,
 		ntfy_topic = CASE WHEN excluded.ntfy_topic != '' THEN excluded.ntfy_topic ELSE ntfy_topic END,
@@ -41,14 +41,14 @@ func (s *Store) SeeDevice(ctx context.Context, d Device) error {
 
 // SetProven stores the device's proven set.
 func (s *Store) SetProven(ctx context.Context, id, proven string) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)
+	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, proven, now())
 	return err
 }
 
 // SetPushRegistration updates a device's push addresses (fcm.register).
 func (s *Store) SetPushRegistration(ctx context.Context, id, fcmToken, ntfyTopic string) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO devices (device_id, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?)
+	_, err := s.exec(ctx, `INSERT INTO devices (device_id, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET fcm_token = excluded.fcm_token, ntfy_topic = excluded.ntfy_topic`, id, fcmToken, ntfyTopic, now())
 	return err
 }

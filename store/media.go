@@ -107,7 +107,7 @@ END`
 // (nothing happens when it is known already). Its count starts at zero:
 // the rows that use it count themselves.
 func (t *Tx) PutBlob(sha256 string, size int64) error {
-	_, err := t.tx.Exec(`INSERT INTO blobs (sha256, size, created) VALUES (?,?,?) ON CONFLICT (sha256) DO NOTHING`, sha256, size, now())
+	_, err := t.exec(`INSERT INTO blobs (sha256, size, created) VALUES (?,?,?) ON CONFLICT (sha256) DO NOTHING`, sha256, size, now())
 	return err
 }
 
@@ -116,10 +116,10 @@ func (t *Tx) PutBlob(sha256 string, size int64) error {
 func (t *Tx) PutUpload(deviceID, ref string, m core.Media) error {
 	// Delete, then insert: a REPLACE would skip the delete trigger and
 	// leave the old blob counted forever.
-	if _, err := t.tx.Exec(`DELETE FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref); err != nil {
+	if _, err := t.exec(`DELETE FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref); err != nil {
 		return err
 	}
-	_, err := t.tx.Exec(`INSERT INTO uploads (device_id, ref, sha256, kind, mime, size, filename, created) VALUES (?,?,?,?,?,?,?,?)`,
+	_, err := t.exec(`INSERT INTO uploads (device_id, ref, sha256, kind, mime, size, filename, created) VALUES (?,?,?,?,?,?,?,?)`,
 		deviceID, ref, m.SHA256, m.Kind, m.Mime, m.Size, m.Filename, now())
 	return err
 }
@@ -128,7 +128,7 @@ func (t *Tx) PutUpload(deviceID, ref string, m core.Media) error {
 // is unknown, was used or has expired).
 func (s *Store) Upload(ctx context.Context, deviceID, ref string) (core.Media, error) {
 	var m core.Media
-	err := s.r.QueryRowContext(ctx, `SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
+	err := s.queryRow(ctx, `SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
@@ -141,7 +141,7 @@ func (s *Store) Upload(ctx context.Context, deviceID, ref string) (core.Media, e
 // ErrNotFound when the ref is unknown, used or expired.
 func (t *Tx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string) (core.Media, error) {
 	m := core.Media{ID: core.NewID("md_"), MessageID: messageID}
-	err := t.tx.QueryRow(`SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
+	err := t.queryRow(`SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
@@ -154,7 +154,7 @@ func (t *Tx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string
 	if err := t.insertMedia(m, lane); err != nil {
 		return m, err
 	}
-	_, err = t.tx.Exec(`DELETE FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref)
+	_, err = t.exec(`DELETE FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref)
 	m.MessageID = "" // a message's own media list does not repeat its id
 	return m, err
 }
@@ -164,7 +164,7 @@ func (t *Tx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string
 // The blob must be put first.
 func (t *Tx) InsertMedia(m core.Media, lane core.Lane) (bool, error) {
 	var n int
-	if err := t.tx.QueryRow(`SELECT COUNT(*) FROM messages WHERE id = ?`, m.MessageID).Scan(&n); err != nil {
+	if err := t.queryRow(`SELECT COUNT(*) FROM messages WHERE id = ?`, m.MessageID).Scan(&n); err != nil {
 		return false, err
 	}
 	if n == 0 {
@@ -174,7 +174,7 @@ func (t *Tx) InsertMedia(m core.Media, lane core.Lane) (bool, error) {
 }
 
 func (t *Tx) insertMedia(m core.Media, lane core.Lane) error {
-	_, err := t.tx.Exec(`INSERT INTO media (id, sha256, kind, mime, size, filename, chat_id, thread_id, message_id, created) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	_, err := t.exec(`INSERT INTO media (id, sha256, kind, mime, size, filename, chat_id, thread_id, message_id, created) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		m.ID, m.SHA256, m.Kind, m.Mime, m.Size, m.Filename, lane.ChatID, lane.ThreadID, m.MessageID, now())
 	return err
 }
@@ -182,7 +182,7 @@ func (t *Tx) insertMedia(m core.Media, lane core.Lane) error {
 // Media returns a stored file by its md_ id.
 func (s *Store) Media(ctx context.Context, id string) (core.Media, error) {
 	m := core.Media{ID: id}
-	err := s.r.QueryRowContext(ctx, `SELECT sha256, kind, mime, size, filename, message_id FROM media WHERE id = ?`, id).
+	err := s.queryRow(ctx, `SELECT sha256, kind, mime, size, filename, message_id FROM media WHERE id = ?`, id).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename, &m.MessageID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
@@ -193,7 +193,7 @@ func (s *Store) Media(ctx context.Context, id string) (core.Media, error) {
 // ExpireUploads forgets acknowledged uploads made before the given time
 // (epoch ms) that no message used, and returns how many.
 func (s *Store) ExpireUploads(ctx context.Context, before int64) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM uploads WHERE created < ?`, before)
+	res, err := s.exec(ctx, `DELETE FROM uploads WHERE created < ?`, before)
 	if err != nil {
 		return 0, err
 	}
@@ -202,7 +202,7 @@ func (s *Store) ExpireUploads(ctx context.Context, before int64) (int64, error) 
 
 // UnusedBlobs lists up to limit blobs that nothing uses any more.
 func (s *Store) UnusedBlobs(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT sha256 FROM blobs WHERE refs <= 0 LIMIT ?`, limit)
+	rows, err := s.query(ctx, `SELECT sha256 FROM blobs WHERE refs <= 0 LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (s *Store) UnusedBlobs(ctx context.Context, limit int) ([]string, error) {
 // ForgetBlob removes a blob's row if nothing uses it, and reports whether
 // it did: only then may its file go.
 func (s *Store) ForgetBlob(ctx context.Context, sha256 string) (bool, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM blobs WHERE sha256 = ? AND refs <= 0`, sha256)
+	res, err := s.exec(ctx, `DELETE FROM blobs WHERE sha256 = ? AND refs <= 0`, sha256)
 	if err != nil {
 		return false, err
 	}
@@ -232,6 +232,6 @@ func (s *Store) ForgetBlob(ctx context.Context, sha256 string) (bool, error) {
 // HasBlob reports whether the content store is meant to hold sha256.
 func (s *Store) HasBlob(ctx context.Context, sha256 string) (bool, error) {
 	var n int
-	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n)
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n)
 	return n > 0, err
 }

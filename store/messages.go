@@ -30,7 +30,7 @@ func (t *Tx) InsertMessage(m core.Message, streaming bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(`INSERT INTO messages (id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state)
+	_, err = t.exec(`INSERT INTO messages (id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
 	return err
@@ -39,7 +39,7 @@ func (t *Tx) InsertMessage(m core.Message, streaming bool) error {
 // SaveProgress records the text so far of a streaming reply, so a crash
 // loses at most what was streamed since the last call.
 func (t *Tx) SaveProgress(id, text, reasoning string) error {
-	_, err := t.tx.Exec(`UPDATE messages SET text = ?, reasoning = ? WHERE id = ? AND state = ?`, text, reasoning, id, stateStreaming)
+	_, err := t.exec(`UPDATE messages SET text = ?, reasoning = ? WHERE id = ? AND state = ?`, text, reasoning, id, stateStreaming)
 	return err
 }
 
@@ -53,7 +53,7 @@ func (t *Tx) FinishMessage(m core.Message) error {
 	if m.Stopped {
 		state = stateStopped
 	}
-	res, err := t.tx.Exec(`UPDATE messages SET text=?, reasoning=?, media=?, model=?, tokens=?, runtime=?, state=? WHERE id = ?`,
+	res, err := t.exec(`UPDATE messages SET text=?, reasoning=?, media=?, model=?, tokens=?, runtime=?, state=? WHERE id = ?`,
 		m.Text, m.Reasoning, media, m.Model, m.Tokens, runtime, state, m.ID)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
 		`DELETE FROM conversation WHERE message_id IN ` + in + inLane,
 		`DELETE FROM turns WHERE message_id IN ` + in + inLane,
 	} {
-		if _, err := t.tx.Exec(q, args...); err != nil {
+		if _, err := t.exec(q, args...); err != nil {
 			return err
 		}
 	}
@@ -112,7 +112,7 @@ func (s *Store) Message(ctx context.Context, id string) (core.Message, error) {
 func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
 	before := int64(1 << 62)
 	if beforeID != "" {
-		err := s.r.QueryRowContext(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
+		err := s.queryRow(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
 			beforeID, lane.ChatID, lane.ThreadID).Scan(&before)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, ErrNotFound
@@ -139,7 +139,7 @@ func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, li
 const msgCols = `id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state`
 
 func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]core.Message, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func inList(ids []string) (string, []any) {
 
 // MarkRead stores that a device has seen a message.
 func (t *Tx) MarkRead(lane core.Lane, messageID, deviceID string, ts int64) error {
-	_, err := t.tx.Exec(`INSERT INTO reads (chat_id, thread_id, message_id, device_id, ts) VALUES (?,?,?,?,?)
+	_, err := t.exec(`INSERT INTO reads (chat_id, thread_id, message_id, device_id, ts) VALUES (?,?,?,?,?)
 		ON CONFLICT (message_id, device_id) DO UPDATE SET ts = excluded.ts`, lane.ChatID, lane.ThreadID, messageID, deviceID, ts)
 	return err
 }

@@ -23,7 +23,7 @@ type OutboxRow struct {
 // AppendOutbox adds a frame and returns its cursor. Cursors only grow, even
 // across deletes (AUTOINCREMENT never reuses a value).
 func (t *Tx) AppendOutbox(r OutboxRow) (int64, error) {
-	res, err := t.tx.Exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
+	res, err := t.exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
 		r.Type, r.ChatID, r.ThreadID, r.MessageID, r.Body, r.TS)
 	if err != nil {
 		return 0, err
@@ -34,7 +34,7 @@ func (t *Tx) AppendOutbox(r OutboxRow) (int64, error) {
 // OutboxHead returns the newest cursor ever assigned (0 for none).
 func (s *Store) OutboxHead(ctx context.Context) (int64, error) {
 	var head sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'outbox'`).Scan(&head)
+	err := s.queryRow(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'outbox'`).Scan(&head)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}
@@ -59,7 +59,7 @@ func (s *Store) ScanOutbox(ctx context.Context, after, upto int64, fn func(Outbo
 	buf := make([]OutboxRow, 0, page)
 	for {
 		buf = buf[:0]
-		rows, err := s.r.QueryContext(ctx, `SELECT cursor, type, chat_id, thread_id, message_id, body, ts FROM outbox
+		rows, err := s.query(ctx, `SELECT cursor, type, chat_id, thread_id, message_id, body, ts FROM outbox
 			WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?`, after, upto, page)
 		if err != nil {
 			return err
@@ -88,19 +88,38 @@ func (s *Store) ScanOutbox(ctx context.Context, after, upto int64, fn func(Outbo
 	}
 }
 
+// OutboxCursors returns up to limit cursors of frames with after < cursor
+// <= upto, in order: which frames still exist, without their bodies.
+func (s *Store) OutboxCursors(ctx context.Context, after, upto int64, limit int) ([]int64, error) {
+	rows, err := s.query(ctx, `SELECT cursor FROM outbox WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?`, after, upto, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]int64, 0, 64)
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
 // PruneOutbox keeps the newest keep frames and removes those older than
 // minTS (epoch ms), whichever removes more, recording the floor.
 func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64, error) {
 	var removed int64
 	err := s.Write(ctx, func(tx *Tx) error {
 		var cut sql.NullInt64
-		if err := tx.tx.QueryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
+		if err := tx.queryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
 			return err
 		}
 		if !cut.Valid {
 			return nil
 		}
-		res, err := tx.tx.Exec(`DELETE FROM outbox WHERE cursor <= ?`, cut.Int64)
+		res, err := tx.exec(`DELETE FROM outbox WHERE cursor <= ?`, cut.Int64)
 		if err != nil {
 			return err
 		}
@@ -112,7 +131,7 @@ func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64
 
 func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	if err == sql.ErrNoRows {
 		return "", nil
 	}
@@ -120,6 +139,6 @@ func (s *Store) meta(ctx context.Context, key string) (string, error) {
 }
 
 func (t *Tx) setMeta(key, value string) error {
-	_, err := t.tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	_, err := t.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	return err
 }

@@ -41,7 +41,7 @@ func (s *Store) Search(ctx context.Context, query string, lane *core.Lane, limit
 	// Newest first is what the index gives cheaply: FTS5 walks its lists
 	// backwards by rowid and stops at the limit, so a common word costs no
 	// more than a rare one. Ranking by bm25 would score every match first.
-	rows, err := s.r.QueryContext(ctx, `SELECT m.id, m.chat_id, m.thread_id, m.role, m.ts,
+	rows, err := s.query(ctx, `SELECT m.id, m.chat_id, m.thread_id, m.role, m.ts,
 		highlight(messages_fts, 0, char(57344), char(57345))
 		FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid
 		WHERE messages_fts MATCH ? ORDER BY messages_fts.rowid DESC LIMIT ?`, expr, limit)
@@ -202,7 +202,7 @@ func snippet(marked string, n int) string {
 // SearchIndexBytes is the size of the search index on disk.
 func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'`).Scan(&n)
+	err := s.queryRow(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'`).Scan(&n)
 	return n, err
 }
 
@@ -214,10 +214,10 @@ func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, b
 	n := 0
 	err := s.Write(ctx, func(tx *Tx) error {
 		var from int64
-		if err := tx.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&from); err != nil {
+		if err := tx.queryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&from); err != nil {
 			return err
 		}
-		if _, err := tx.tx.Exec(`DROP TRIGGER messages_fts_insert`); err != nil {
+		if _, err := tx.exec(`DROP TRIGGER messages_fts_insert`); err != nil {
 			return err
 		}
 		st, err := tx.tx.Prepare(`INSERT INTO messages (id, chat_id, thread_id, role, text, ts) VALUES (?,?,?,?,?,?)`)
@@ -238,7 +238,7 @@ func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, b
 		if _, err := tx.tx.Exec(ftsInsertTrigger); err != nil {
 			return err
 		}
-		_, err = tx.tx.Exec(`INSERT INTO messages_fts (rowid, text, lane_key) SELECT seq, text, lane_key FROM messages WHERE seq > ?`, from)
+		_, err = tx.exec(`INSERT INTO messages_fts (rowid, text, lane_key) SELECT seq, text, lane_key FROM messages WHERE seq > ?`, from)
 		return err
 	})
 	return n, err

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -23,6 +25,72 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	w *sql.DB // one connection: the writer
 	r *sql.DB // readers
+
+	// Prepared statements by query text, one set per pool. modernc's
+	// driver compiles a query on every call otherwise, which was a fifth
+	// of the gateway's CPU under load.
+	stmtMu sync.Mutex
+	wStmts map[string]*sql.Stmt
+	rStmts map[string]*sql.Stmt
+	// wanted are writer queries first seen inside a transaction: the one
+	// writer connection is busy then, so they are prepared after it ends.
+	wanted []string
+}
+
+// maxStmts bounds each statement cache: queries built with a variable
+// number of placeholders would otherwise grow it without end.
+const maxStmts = 256
+
+// stmt returns the prepared form of q on db, nil when the cache is full.
+func (s *Store) stmt(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	m := s.rStmts
+	if db == s.w {
+		m = s.wStmts
+	}
+	st, full := m[q], len(m) >= maxStmts
+	s.stmtMu.Unlock()
+	if st != nil || full {
+		return st, nil
+	}
+	// Not under stmtMu: preparing waits for a free connection, which a
+	// transaction asking the cache may hold.
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if have := m[q]; have != nil {
+		st.Close() // prepared meanwhile by another caller
+		return have, nil
+	}
+	m[q] = st
+	return st, nil
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, s.r, q)
+	if err != nil || st == nil {
+		return s.r.QueryContext(ctx, q, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := s.stmt(ctx, s.w, q)
+	if err != nil || st == nil {
+		return s.w.ExecContext(ctx, q, args...)
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := s.stmt(ctx, s.r, q)
+	if err != nil || st == nil {
+		return s.r.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -48,7 +116,7 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r}
+	s := &Store{w: w, r: r, wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
 	if err := s.migrate(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
@@ -58,12 +126,69 @@ func Open(path string) (*Store, error) {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.stmtMu.Lock()
+	for _, m := range []map[string]*sql.Stmt{s.wStmts, s.rStmts} {
+		for q, st := range m {
+			st.Close()
+			delete(m, q)
+		}
+	}
+	s.stmtMu.Unlock()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
 // Tx is a write transaction.
 type Tx struct {
 	tx *sql.Tx
+	s  *Store
+}
+
+// txStmt is q's prepared statement bound to the transaction, nil when q
+// is run unprepared this time.
+func (t *Tx) txStmt(q string) *sql.Stmt {
+	s := t.s
+	s.stmtMu.Lock()
+	st := s.wStmts[q]
+	if st == nil && len(s.wStmts)+len(s.wanted) < maxStmts && !slices.Contains(s.wanted, q) {
+		s.wanted = append(s.wanted, q)
+	}
+	s.stmtMu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return t.tx.Stmt(st)
+}
+
+// prepareWanted prepares the queries transactions ran unprepared.
+func (s *Store) prepareWanted(ctx context.Context) {
+	s.stmtMu.Lock()
+	qs := s.wanted
+	s.wanted = nil
+	s.stmtMu.Unlock()
+	for _, q := range qs {
+		s.stmt(ctx, s.w, q) // a query that fails to prepare runs unprepared
+	}
+}
+
+func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
+	if st := t.txStmt(q); st != nil {
+		return st.Exec(args...)
+	}
+	return t.tx.Exec(q, args...)
+}
+
+func (t *Tx) query(q string, args ...any) (*sql.Rows, error) {
+	if st := t.txStmt(q); st != nil {
+		return st.Query(args...)
+	}
+	return t.tx.Query(q, args...)
+}
+
+func (t *Tx) queryRow(q string, args ...any) *sql.Row {
+	if st := t.txStmt(q); st != nil {
+		return st.QueryRow(args...)
+	}
+	return t.tx.QueryRow(q, args...)
 }
 
 // Write runs fn in one write transaction, committed when fn returns nil.
@@ -72,27 +197,33 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{tx: tx}); err != nil {
+	if err := fn(&Tx{tx: tx, s: s}); err != nil {
 		tx.Rollback()
+		s.prepareWanted(ctx)
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	s.prepareWanted(ctx)
+	return err
 }
 
 // Savepoint runs fn inside a savepoint so a failing fn undoes only its own
 // writes; the group commit uses it to isolate one request from the others
 // of its batch.
 func (t *Tx) Savepoint(fn func(*Tx) error) error {
-	if _, err := t.tx.Exec("SAVEPOINT sp"); err != nil {
+	if _, err := t.exec("SAVEPOINT sp"); err != nil {
 		return err
 	}
 	if err := fn(t); err != nil {
-		if _, rerr := t.tx.Exec("ROLLBACK TO sp; RELEASE sp"); rerr != nil {
+		if _, rerr := t.exec("ROLLBACK TO sp"); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		if _, rerr := t.exec("RELEASE sp"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return err
 	}
-	_, err := t.tx.Exec("RELEASE sp")
+	_, err := t.exec("RELEASE sp")
 	return err
 }
 

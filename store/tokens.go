@@ -17,14 +17,14 @@ type Token struct {
 
 // AddToken stores a token's hash.
 func (s *Store) AddToken(ctx context.Context, t Token) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, device_id, created) VALUES (?,?,?,?,?)`,
+	_, err := s.exec(ctx, `INSERT INTO tokens (id, hash, name, device_id, created) VALUES (?,?,?,?,?)`,
 		t.ID, t.Hash, t.Name, t.DeviceID, t.Created.UnixMilli())
 	return err
 }
 
 // Tokens lists all tokens, oldest first.
 func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, name, device_id, created, last_used FROM tokens ORDER BY created, id`)
+	rows, err := s.query(ctx, `SELECT id, hash, name, device_id, created, last_used FROM tokens ORDER BY created, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 
 // RevokeToken deletes a token by id; ErrNotFound when there is none.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
+	res, err := s.exec(ctx, `DELETE FROM tokens WHERE id = ?`, id)
 	if err != nil {
 		return err
 	}
@@ -59,6 +59,6 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 
 // TouchToken records a token's use.
 func (s *Store) TouchToken(ctx context.Context, id string) error {
-	_, err := s.w.ExecContext(ctx, `UPDATE tokens SET last_used = ? WHERE id = ?`, now(), id)
+	_, err := s.exec(ctx, `UPDATE tokens SET last_used = ? WHERE id = ?`, now(), id)
 	return err
 }

@@ -1,6 +1,7 @@
 package iris
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 
@@ -21,7 +22,7 @@ func (codec) Frames(ev *core.Event, reqID int64) []hub.Out {
 	if reqID != 0 {
 		data = encodeEvent(ev, reqID, 0)
 	} else {
-		data = ev.Encoded(dialectKey, func(ev *core.Event) []byte { return encodeEvent(ev, 0, 0) })
+		data = broadcast(ev)
 	}
 	if data == nil {
 		return nil
@@ -36,6 +37,31 @@ func (codec) Frames(ev *core.Event, reqID int64) []hub.Out {
 		}
 	}
 	return []hub.Out{o}
+}
+
+// broadcast is ev's frame as every device gets it live (no id, no
+// cursor), encoded once per event.
+func broadcast(ev *core.Event) []byte {
+	return ev.Encoded(dialectKey, func(ev *core.Event) []byte { return encodeEvent(ev, 0, 0) })
+}
+
+// payloadKey follows the envelope's members in every frame marshal
+// writes; it cannot occur inside them, as quotes in JSON strings are
+// escaped.
+var payloadKey = []byte(`,"payload":`)
+
+// withCursor is a broadcast frame as sync replays it: with the cursor it
+// was stored under, spliced in before the payload.
+func withCursor(frame []byte, cursor int64) []byte {
+	i := bytes.Index(frame, payloadKey)
+	if frame == nil || i < 0 {
+		return nil
+	}
+	out := make([]byte, 0, len(frame)+32)
+	out = append(out, frame[:i]...)
+	out = append(out, `,"cursor":`...)
+	out = strconv.AppendInt(out, cursor, 10)
+	return append(out, frame[i:]...)
 }
 
 // encodeEvent renders ev as one frame; nil for events Iris has no frame for.

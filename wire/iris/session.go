@@ -365,7 +365,7 @@ func (s *Session) sync(id, cursor int64) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	head, truncated, err := s.cfg.GW.Sync(s.ctx, s.conn, cursor, func(ev *core.Event) error {
-		data := encodeEvent(ev, 0, ev.Cursor)
+		data := withCursor(broadcast(ev), ev.Cursor)
 		if data == nil {
 			return nil
 		}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The socket under each WebSocket connection. coder/websocket flushes
+// every message with its own write(2); the writer instead corks the socket
+// for a batch, so a burst of frames leaves in one system call, and the
+// buffers that net/http kept for the upgrade request (4 KiB each way, held
+// for the connection's life) are swapped for small ones.
+
+// Sizes of a connection's own buffers. Reads of whole frames larger than
+// readBufSize go straight into the frame's buffer, so a small buffer
+// costs only extra system calls for runs of tiny frames.
+const (
+	readBufSize  = 512
+	writeBufSize = 256
+	// corkMax is the most a corked socket holds before it writes.
+	corkMax = 64 << 10
+)
+
+var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return &b }}
+
+// corkedConn is a net.Conn whose writes can be held back and sent
+// together.
+type corkedConn struct {
+	net.Conn
+	timeout time.Duration // bounds each write(2) of a corked batch
+
+	mu       sync.Mutex
+	corked   bool
+	buf      *[]byte // from corkPool while corked
+	deadline bool    // a write of this batch set the socket's deadline
+}
+
+func (c *corkedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return c.Conn.Write(p)
+	}
+	b := *c.buf
+	if len(b)+len(p) > corkMax {
+		if err := c.flushLocked(); err != nil {
+			return 0, err
+		}
+		if len(p) >= corkMax {
+			return c.writeLocked(p)
+		}
+		b = *c.buf
+	}
+	*c.buf = append(b, p...)
+	return len(p), nil
+}
+
+// cork holds writes back until uncork.
+func (c *corkedConn) cork() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked {
+		return
+	}
+	c.corked = true
+	c.buf = corkPool.Get().(*[]byte)
+}
+
+// uncork sends what was held back.
+func (c *corkedConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return nil
+	}
+	err := c.flushLocked()
+	c.corked = false
+	*c.buf = (*c.buf)[:0]
+	corkPool.Put(c.buf)
+	c.buf = nil
+	if c.deadline {
+		c.deadline = false
+		c.Conn.SetWriteDeadline(time.Time{}) // pings write with their own
+	}
+	return err
+}
+
+func (c *corkedConn) flushLocked() error {
+	b := *c.buf
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := c.writeLocked(b)
+	*c.buf = b[:0]
+	return err
+}
+
+// writeLocked writes a corked batch's bytes. The frames were handed over
+// without a context deadline (setting one per frame costs a timer), so
+// the socket's deadline bounds each write instead.
+func (c *corkedConn) writeLocked(p []byte) (int, error) {
+	c.deadline = true
+	c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	return c.Conn.Write(p)
+}
+
+// hijackWriter hands coder/websocket a corkable socket and small buffers
+// when it hijacks the connection.
+type hijackWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+	conn    *corkedConn
+}
+
+func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.conn = &corkedConn{Conn: nc, timeout: w.timeout}
+	br := bufio.NewReaderSize(nc, readBufSize)
+	if n := brw.Reader.Buffered(); n > 0 {
+		// Bytes the device sent right behind its upgrade request: they must
+		// be in the new reader's buffer, which coder/websocket takes over.
+		early, _ := brw.Reader.Peek(n)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), nc), max(readBufSize, n))
+		if _, err := br.Peek(n); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+	}
+	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, writeBufSize)), nil
+}
