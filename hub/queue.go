@@ -38,8 +38,9 @@ type queue struct {
 	maxItems int
 	maxBytes int
 	closed   error
-	wake     chan struct{} // take waits here
-	room     chan struct{} // replay waits here for the queue to drain
+	// Made on first use, under mu: most connections never need them.
+	wake chan struct{} // take waits here
+	room chan struct{} // replay waits here for the queue to drain
 
 	// start, once set, runs a writer whenever frames (or a close) wait and
 	// none is running: an idle connection then has no writer goroutine and
@@ -53,8 +54,6 @@ func newQueue(maxItems, maxBytes int) *queue {
 	return &queue{
 		maxItems: maxItems,
 		maxBytes: maxBytes,
-		wake:     make(chan struct{}, 1),
-		room:     make(chan struct{}, 1),
 	}
 }
 
@@ -97,9 +96,11 @@ func (q *queue) kick() {
 		}
 		return
 	}
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	if q.wake != nil {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -118,13 +119,17 @@ func (q *queue) next(buf []Out) ([]Out, error) {
 	q.mu.Lock()
 	if len(q.items) > 0 {
 		buf = q.takeLocked(buf)
+		room := q.room
 		q.mu.Unlock()
-		q.signalRoom()
+		signal(room)
 		return buf, nil
 	}
 	err := q.closed
 	if err == nil {
 		q.running = false
+		// Idle from now on, perhaps for hours: keep no arrays sized for
+		// the last burst.
+		q.items, q.keys = nil, nil
 	}
 	q.mu.Unlock()
 	return buf[:0], err
@@ -139,9 +144,13 @@ func (q *queue) takeLocked(buf []Out) []Out {
 	return buf
 }
 
-func (q *queue) signalRoom() {
+// signal wakes a waiter on ch (a nil ch has none).
+func signal(ch chan struct{}) {
+	if ch == nil {
+		return
+	}
 	select {
-	case q.room <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -163,9 +172,13 @@ func (q *queue) pushWait(ctx context.Context, o Out) error {
 			}
 			return nil
 		}
+		if q.room == nil {
+			q.room = make(chan struct{}, 1)
+		}
+		room := q.room
 		q.mu.Unlock()
 		select {
-		case <-q.room:
+		case <-room:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -178,17 +191,22 @@ func (q *queue) take(ctx context.Context, buf []Out) ([]Out, error) {
 		q.mu.Lock()
 		if len(q.items) > 0 {
 			buf = q.takeLocked(buf)
+			room := q.room
 			q.mu.Unlock()
-			q.signalRoom()
+			signal(room)
 			return buf, nil
 		}
 		err := q.closed
+		if q.wake == nil {
+			q.wake = make(chan struct{}, 1)
+		}
+		wake := q.wake
 		q.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 		select {
-		case <-q.wake:
+		case <-wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -213,7 +231,7 @@ func (q *queue) closeLocked(err error) {
 		q.bytes = 0
 	}
 	q.kick()
-	q.signalRoom()
+	signal(q.room)
 }
 
 func (q *queue) err() error {

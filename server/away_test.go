@@ -95,6 +95,10 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 		t.Fatalf("ntfy headers: Authorization %q, Click %q", msgs[0].Auth, msgs[0].Click)
 	}
 
+	// The cursor is recorded once the ntfy server has answered, which is
+	// after the fake saw the request.
+	waitLastPushed(t, g, "phone", start)
+
 	// Back online: the ack says what push already showed; sync replays it
 	// with its cursor so the app can skip re-notifying.
 	back := g.Dial(t, "phone")
@@ -373,5 +377,25 @@ func TestCronSlashCommand(t *testing.T) {
 	d.MustDo("message.send", def, map[string]any{"text": "/cron add nonsense | x"})
 	if txt := sys(); !strings.Contains(txt, "not a schedule") {
 		t.Fatalf("bad schedule: %q", txt)
+	}
+}
+
+// waitLastPushed waits until the store records a push to device past
+// cursor.
+func waitLastPushed(t *testing.T, g *testgw.GW, device string, cursor int64) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for {
+		d, err := g.App.Store.Device(context.Background(), device)
+		if err == nil && d.LastPushedCursor > cursor {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("last_pushed_cursor of %s never passed %d", device, cursor)
+		}
 	}
 }

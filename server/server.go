@@ -98,6 +98,9 @@ type Server struct {
 	reg  *prometheus.Registry
 	m    *gateway.Metrics
 	mob  *mobile.Dialect
+	// dialects are Hermes Mobile's and Iris's read-loop settings, made
+	// once rather than per connection.
+	dialects [2]dialect
 
 	base   context.Context // ends at shutdown
 	cancel context.CancelFunc
@@ -120,7 +123,13 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 		AvatarQuiet: cfg.MobileAvatarQuiet, EditEvery: cfg.MobileEditEvery, PromptTTL: cfg.MobilePromptTTL,
 	})
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
-		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait)}
+		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait),
+		dialects: [2]dialect{
+			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
+				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
+			{name: "iris", limit: cfg.MaxFrame, tooBig: tooBigFrame(cfg.MaxFrame),
+				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
+		}}
 }
 
 // Handler routes /ws, /healthz and /metrics.
@@ -315,15 +324,13 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 	)
 	switch {
 	case mobile.Is(first) || (!iris.Is(first) && mobile.Looks(first)):
-		d = dialect{name: "mobile", limit: s.cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(s.cfg.MobileMaxFrame),
-			tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}}
+		d = s.dialects[0]
 		var ms *mobile.Session
 		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Loopback: p.loopback}, first); err == nil {
 			sess = ms
 		}
 	case iris.Is(first):
-		d = dialect{name: "iris", limit: s.cfg.MaxFrame, tooBig: tooBigFrame(s.cfg.MaxFrame),
-			tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}}
+		d = s.dialects[1]
 		var is *iris.Session
 		if is, err = iris.Open(ctx, iris.Config{GW: s.gw, Auth: s.auth, Log: s.log, Push: s.cfg.Push, PushNtfyServer: s.cfg.NtfyServer, VAPIDPublicKey: s.cfg.WebPushKey}, p.addr, first); err == nil {
 			sess = is
