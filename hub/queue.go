@@ -21,6 +21,9 @@ type Out struct {
 // ErrSlow is the reason a connection whose queue overflowed is closed.
 var ErrSlow = errors.New("hub: device too slow, queue full")
 
+// ErrTooLarge refuses a frame larger than a connection's whole queue.
+var ErrTooLarge = errors.New("hub: frame larger than the connection's queue")
+
 // ErrClosed is returned by a closed queue.
 var ErrClosed = errors.New("hub: connection closed")
 
@@ -158,6 +161,9 @@ func signal(ch chan struct{}) {
 // pushWait adds o once the queue is at most half full: replays use it, so
 // a long sync flows at the device's pace instead of overflowing the queue.
 func (q *queue) pushWait(ctx context.Context, o Out) error {
+	if len(o.Data) > q.maxBytes {
+		return ErrTooLarge
+	}
 	for {
 		q.mu.Lock()
 		if q.closed != nil {
@@ -165,7 +171,10 @@ func (q *queue) pushWait(ctx context.Context, o Out) error {
 			q.mu.Unlock()
 			return err
 		}
-		if len(q.items) < q.maxItems/2 && q.bytes+len(o.Data) <= q.maxBytes/2 {
+		// A frame larger than half the budget waits for an empty queue
+		// instead, or it would wait for ever.
+		half := q.bytes+len(o.Data) <= q.maxBytes/2 || (len(q.items) == 0 && len(o.Data) <= q.maxBytes)
+		if len(q.items) < q.maxItems/2 && half {
 			q.mu.Unlock()
 			if !q.push(o) {
 				return q.err()

@@ -125,3 +125,28 @@ func TestQueuePushFront(t *testing.T) {
 		t.Fatalf("got %d frames", len(got))
 	}
 }
+
+// A frame over half the byte budget is queued once the queue is empty
+// (it used to wait until its context ended); one over the whole budget is
+// refused at once.
+func TestQueuePushWaitLargeFrame(t *testing.T) {
+	q := newQueue(100, 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q.push(Out{Data: make([]byte, 10)})
+	done := make(chan error, 1)
+	go func() { done <- q.pushWait(ctx, Out{Data: make([]byte, 80)}) }()
+	got, _ := q.take(ctx, nil)
+	if len(got) != 1 {
+		t.Fatalf("first take: %d frames", len(got))
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("large frame: %v", err)
+	}
+	if got, _ = q.take(ctx, got); len(got) != 1 || len(got[0].Data) != 80 {
+		t.Fatalf("second take: %d frames", len(got))
+	}
+	if err := q.pushWait(ctx, Out{Data: make([]byte, 101)}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("frame over the budget: %v", err)
+	}
+}
