@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/adhocore/gronx"
@@ -53,8 +54,13 @@ func Next(schedule string, now time.Time) (next time.Time, repeat bool, err erro
 	return time.Time{}, false, fmt.Errorf("%q is not a schedule: use a 5-field cron expression (\"0 9 * * 1-5\"), \"every 30m\", a delay (\"30m\") or a time (\"2026-12-01T09:00\")", schedule)
 }
 
-// Runner delivers a job's output; the gateway implements it.
-type Runner func(ctx context.Context, j store.CronJob) error
+// Runner starts a run of job j; the gateway implements it. A run may go on
+// after Runner returns (a prompt is a turn of its lane, queued behind what
+// runs there), so the scheduler never waits for the agent: it is told the
+// run's outcome through done, at most once, maybe before Runner returns.
+// Runner's own error means the run did not happen, and done is not called.
+// A run merged into one of the job already waiting is not reported apart.
+type Runner func(ctx context.Context, j store.CronJob, done func(error)) error
 
 // Scheduler fires due jobs.
 type Scheduler struct {
@@ -63,6 +69,11 @@ type Scheduler struct {
 	log *slog.Logger
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// mu orders the scheduler's own read-modify-writes of a job: a run's
+	// outcome arrives from the run's goroutine while a tick may be firing
+	// the same job again, and one must not overwrite the other's change
+	// with a stale copy.
+	mu sync.Mutex
 }
 
 // New makes a scheduler; Run drives it.
@@ -169,9 +180,12 @@ func firstWords(s string, n int) string {
 	return strings.Join(w, " ")
 }
 
-// Run ticks every second until ctx ends. The first tick runs jobs missed
-// while the gateway was down: once each, however many times they were due.
+// Run ticks every second until ctx ends. Before the first tick it makes
+// due the runs the last stop left owed (settleOwed); the first tick then
+// runs those and the jobs missed while the gateway was down: once each,
+// however many times they were due.
 func (s *Scheduler) Run(ctx context.Context) {
+	s.settleOwed(ctx)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -184,8 +198,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
-// Tick runs every enabled job that is due, then schedules its next run
-// from now, so a backlog collapses into one run.
+// Tick starts every enabled job that is due, having scheduled its next run
+// from now, so a backlog collapses into one run. It does not wait for the
+// runs: a slow prompt must not hold back the other jobs due with it.
 func (s *Scheduler) Tick(ctx context.Context) {
 	jobs, err := s.st.CronJobs(ctx)
 	if err != nil {
@@ -196,30 +211,141 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	}
 	now := s.Now()
 	for _, j := range jobs {
-		if !j.Enabled || j.NextRun.IsZero() || j.NextRun.After(now) {
+		if !due(j, now) {
 			continue
 		}
-		// Reschedule before running: a crash mid-run must not make the job
-		// fire again at start-up.
-		next, repeat, err := Next(j.Schedule, now)
-		j.LastRun = now
-		if err != nil || !repeat {
-			j.NextRun, j.Enabled = time.Time{}, false
-		} else {
-			j.NextRun = next
-		}
-		if err := s.st.PutCronJob(ctx, j); err != nil {
-			s.log.Warn("cron: saving a job", "job", j.ID, "err", err)
+		j, ok := s.fire(ctx, j.ID, now)
+		if !ok {
 			continue
 		}
-		if err := s.run(ctx, j); err != nil {
-			s.log.Warn("cron job failed", "job", j.ID, "err", err)
-			j.LastErr = err.Error()
-		} else {
-			j.LastErr = ""
+		id := j.ID
+		if err := s.run(ctx, j, func(err error) { s.record(id, err) }); err != nil {
+			s.record(id, err)
 		}
-		s.st.PutCronJob(ctx, j)
 	}
+}
+
+func due(j store.CronJob, now time.Time) bool {
+	return j.Enabled && !j.NextRun.IsZero() && !j.NextRun.After(now)
+}
+
+// fire reschedules a due job before it runs: a crash mid-run must not make
+// it fire again at start-up. It reloads the job, so a change made since the
+// listing (a pause, a run's outcome) is kept, and reports false when the
+// job is no longer due.
+func (s *Scheduler) fire(ctx context.Context, id string, now time.Time) (store.CronJob, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.st.CronJob(ctx, id)
+	if err != nil || !due(j, now) {
+		return j, false
+	}
+	next, repeat, err := Next(j.Schedule, now)
+	j.LastRun = now
+	if err != nil || !repeat {
+		j.NextRun, j.Enabled = time.Time{}, false
+	} else {
+		j.NextRun = next
+	}
+	if err := s.st.PutCronJob(ctx, j); err != nil {
+		s.log.Warn("cron: saving a job", "job", j.ID, "err", err)
+		return j, false
+	}
+	return j, true
+}
+
+// record keeps a run's outcome as the job's last error (cleared by a run
+// that went well).
+func (s *Scheduler) record(id string, runErr error) {
+	msg := ""
+	if runErr != nil {
+		msg = runErr.Error()
+		s.log.Warn("cron job failed", "job", id, "err", runErr)
+	}
+	// The run may end after the scheduler's context (a turn stopped at
+	// shutdown): its outcome is kept all the same.
+	ctx := context.Background()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.st.CronJob(ctx, id)
+	if err != nil || j.LastErr == msg { // not found: removed meanwhile
+		return
+	}
+	j.LastErr = msg
+	if err := s.st.PutCronJob(ctx, j); err != nil {
+		s.log.Warn("cron: saving a job", "job", id, "err", err)
+	}
+}
+
+// settleOwed takes over the runs the last stop left owed: cron turns queued
+// in their lane behind another turn that had not started when the gateway
+// stopped (or crashed). Each job's schedule moved on when it fired, so
+// without this the run would be lost, a one-shot's for good. The job is
+// made due again rather than run here, so the first tick collapses it with
+// a run missed while the gateway was down: one run, not two. A cron turn
+// that was running when the gateway stopped is not owed: the gateway ends
+// it like a person's turn, without running it again, since what it did so
+// far (its tools' side effects) would be done twice.
+func (s *Scheduler) settleOwed(ctx context.Context) {
+	owed, err := s.st.OwedCronRuns(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("cron: listing owed runs", "err", err)
+		}
+		return
+	}
+	settled := map[string]error{} // per job: one owed run is all a job owes
+	for _, q := range owed {
+		err, seen := settled[q.CronJob]
+		if !seen {
+			err = s.owe(ctx, q.CronJob)
+			settled[q.CronJob] = err
+		}
+		if err != nil {
+			// The row stays: the next start tries again.
+			s.log.Warn("cron: an owed run", "job", q.CronJob, "err", err)
+			continue
+		}
+		// Forgotten only once the job is due: a crash in between makes
+		// the next start do it again, which changes nothing.
+		if err := s.st.ForgetTurn(ctx, q.MessageID); err != nil {
+			s.log.Warn("cron: forgetting an owed run", "job", q.CronJob, "err", err)
+		}
+	}
+	if len(owed) > 0 {
+		s.log.Info("cron: runs left queued at the last stop are due again", "runs", len(owed), "jobs", len(settled))
+	}
+}
+
+// owe makes job id due at the time it last fired, when it owes that run.
+func (s *Scheduler) owe(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.st.CronJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // removed since: nothing is owed
+	}
+	if err != nil {
+		return err
+	}
+	at := j.LastRun
+	if at.IsZero() {
+		at = s.Now()
+	}
+	switch {
+	case j.Enabled:
+		if !j.NextRun.IsZero() && !j.NextRun.After(at) {
+			return nil // due already
+		}
+	case j.NextRun.IsZero():
+		// A one-shot that fired (or a schedule that went bad): it runs
+		// once more, and the tick ends it again.
+		j.Enabled = true
+	default:
+		return nil // paused since it fired: the pause wins
+	}
+	j.NextRun = at
+	return s.st.PutCronJob(ctx, j)
 }
 
 // Job actions, as the CLI, /cron and the agent's cronjob tool name them.

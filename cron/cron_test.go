@@ -2,12 +2,16 @@ package cron
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -58,7 +62,11 @@ func TestSchedulerFiresOnTimeOnceAcrossRestart(t *testing.T) {
 	}
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 30, 0, time.UTC)}
 	var runs []time.Time
-	run := func(ctx context.Context, j store.CronJob) error { runs = append(runs, clock.now()); return nil }
+	run := func(ctx context.Context, j store.CronJob, done func(error)) error {
+		runs = append(runs, clock.now())
+		done(nil)
+		return nil
+	}
 	s := New(st, run, slog.Default())
 	s.Now = clock.now
 	every5, err := s.Add(ctx, store.CronJob{Schedule: "*/5 * * * *", Text: "tick"})
@@ -117,5 +125,155 @@ func TestSchedulerFiresOnTimeOnceAcrossRestart(t *testing.T) {
 	s.Tick(ctx)
 	if len(runs) != 4 {
 		t.Fatal("run-now did not run the job")
+	}
+}
+
+// TestTickDoesNotWaitForRuns: a tick starts every due job and returns;
+// a run that goes on (a prompt queued as a turn) reports its outcome
+// later, and the outcome is kept without undoing the job's rescheduling.
+func TestTickDoesNotWaitForRuns(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 30, 0, time.UTC)}
+	var (
+		mu      sync.Mutex
+		started []string
+		dones   = map[string]func(error){}
+	)
+	run := func(ctx context.Context, j store.CronJob, done func(error)) error {
+		mu.Lock()
+		defer mu.Unlock()
+		started = append(started, j.Name)
+		if j.Name == "broken" {
+			return errors.New("no such channel")
+		}
+		dones[j.Name] = done // finishes later, on another goroutine
+		return nil
+	}
+	s := New(st, run, slog.Default())
+	s.Now = clock.now
+	slow, _ := s.Add(ctx, store.CronJob{Name: "slow", Schedule: "every 5m", Prompt: "think hard"})
+	fast, _ := s.Add(ctx, store.CronJob{Name: "fast", Schedule: "every 5m", Prompt: "say hi"})
+	broken, _ := s.Add(ctx, store.CronJob{Name: "broken", Schedule: "every 5m", Text: "x"})
+	clock.add(5 * time.Minute)
+	s.Tick(ctx)          // returns though no run has finished
+	slices.Sort(started) // jobs made at the same instant list in any order
+	if fmt.Sprint(started) != "[broken fast slow]" {
+		t.Fatalf("started %v, want every due job", started)
+	}
+	if j, _ := st.CronJob(ctx, broken.ID); j.LastErr != "no such channel" {
+		t.Fatalf("a run that did not start: %+v", j)
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		dones["slow"](errors.New("model unreachable"))
+		dones["fast"](nil)
+	}()
+	<-finished
+	next := clock.now().Add(5 * time.Minute)
+	if j, _ := st.CronJob(ctx, slow.ID); j.LastErr != "model unreachable" || !j.NextRun.Equal(next) || !j.LastRun.Equal(clock.now()) {
+		t.Fatalf("slow after its run: %+v", j)
+	}
+	if j, _ := st.CronJob(ctx, fast.ID); j.LastErr != "" || !j.NextRun.Equal(next) {
+		t.Fatalf("fast after its run: %+v", j)
+	}
+	// The next good run clears the error.
+	clock.add(5 * time.Minute)
+	s.Tick(ctx)
+	dones["slow"](nil)
+	if j, _ := st.CronJob(ctx, slow.ID); j.LastErr != "" {
+		t.Fatalf("slow after a good run: %+v", j)
+	}
+}
+
+// TestOwedRunsRunOnceAtStart: runs queued as turns that never started
+// when the gateway stopped (rows in the turn table) are run once at the
+// next start, collapsing with runs missed while it was down; a paused or
+// removed job owes nothing, and a turn that was running is left to the
+// gateway, not run again.
+func TestOwedRunsRunOnceAtStart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := store.Open(filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 30, 0, time.UTC)}
+	var runs []string
+	// As the gateway's runner: the run is owed in the turn table from the
+	// moment it is queued; it never gets to start here.
+	queue := func(ctx context.Context, j store.CronJob, done func(error)) error {
+		runs = append(runs, j.Name)
+		return st.Write(ctx, func(tx *store.Tx) error {
+			return tx.QueueTurn(core.Lane{ChatID: j.ChatID}, store.CronTurnID(j.ID))
+		})
+	}
+	s := New(st, queue, slog.Default())
+	s.Now = clock.now
+	every5, _ := s.Add(ctx, store.CronJob{Name: "every5", Schedule: "*/5 * * * *", Prompt: "p"})
+	hourly, _ := s.Add(ctx, store.CronJob{Name: "hourly", Schedule: "every 1h", Prompt: "p"})
+	once, _ := s.Add(ctx, store.CronJob{Name: "once", Schedule: "4m", Prompt: "p"})
+	paused, _ := s.Add(ctx, store.CronJob{Name: "paused", Schedule: "every 1h", Prompt: "p"})
+	gone, _ := s.Add(ctx, store.CronJob{Name: "gone", Schedule: "every 1h", Prompt: "p"})
+	running, _ := s.Add(ctx, store.CronJob{Name: "running", Schedule: "every 1h", Prompt: "p"})
+	clock.add(time.Hour) // 11:00:30: all due
+	s.Tick(ctx)
+	if len(runs) != 6 {
+		t.Fatalf("runs %v", runs)
+	}
+	// Meanwhile: one job is paused, one removed, one's turn started.
+	if _, err := Act(ctx, st, ActPause, paused.ID, clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Act(ctx, st, ActRemove, gone.ID, clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	owed, _ := st.OwedCronRuns(ctx)
+	for _, q := range owed {
+		if q.CronJob == running.ID {
+			st.Write(ctx, func(tx *store.Tx) error { return tx.StartTurn(q.MessageID) })
+		}
+	}
+	st.Close()
+
+	// Down from 11:00 to 11:07: every5 also missed its 11:05 run.
+	clock.add(7 * time.Minute)
+	st, err = store.Open(filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runs = nil
+	s = New(st, queue, slog.Default())
+	s.Now = clock.now
+	s.settleOwed(ctx)
+	s.Tick(ctx)
+	s.Tick(ctx)
+	slices.Sort(runs)
+	if fmt.Sprint(runs) != "[every5 hourly once]" {
+		t.Fatalf("runs at start-up %v, want every5, hourly and once, once each", runs)
+	}
+	if j, _ := st.CronJob(ctx, every5.ID); !j.NextRun.Equal(time.Date(2026, 11, 30, 11, 10, 0, 0, time.UTC)) {
+		t.Fatalf("every5 next %v", j.NextRun)
+	}
+	if j, _ := st.CronJob(ctx, hourly.ID); !j.NextRun.Equal(clock.now().Add(time.Hour)) {
+		t.Fatalf("hourly next %v", j.NextRun)
+	}
+	if j, _ := st.CronJob(ctx, once.ID); j.Enabled || !j.NextRun.IsZero() {
+		t.Fatalf("the one-shot is scheduled again: %+v", j)
+	}
+	if j, _ := st.CronJob(ctx, paused.ID); j.Enabled {
+		t.Fatalf("the paused job was resumed: %+v", j)
+	}
+	// The owed rows are gone except the new runs' (queued by the ticks
+	// above); the running one is the gateway's to settle.
+	owed, _ = st.OwedCronRuns(ctx)
+	if len(owed) != 3 {
+		t.Fatalf("owed after start-up: %+v", owed)
+	}
+	left, _ := st.Turns(ctx)
+	if len(left) != 1 || left[0].CronJob != running.ID || !left[0].Running {
+		t.Fatalf("turns for the gateway: %+v", left)
 	}
 }

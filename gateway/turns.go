@@ -28,6 +28,9 @@ type lane struct {
 type pendingTurn struct {
 	msg    core.Message
 	origin *hub.Conn // gets the read receipt; nil for turns no device asked for
+	// cron, when set, makes it a cron turn (runCronTurn): msg is then no
+	// stored message but the turn's row id (store.CronTurnID) and prompt.
+	cron *cronRun
 }
 
 // turn is a running turn. Its stream fields are read by greet for devices
@@ -88,11 +91,22 @@ func (g *Gateway) runLane(l *lane) {
 		pt := l.pending[0]
 		l.pending = l.pending[1:]
 		ctx, cancel := context.WithCancel(g.ctx)
-		t := &turn{cancel: cancel, steer: make(chan string, 8)}
+		t := &turn{cancel: cancel}
+		if pt.cron == nil {
+			// A cron turn gets no steer channel: Steer then queues what a
+			// person sends as a turn of its own, which the cron prompt,
+			// not a conversation, would not take anyway.
+			t.steer = make(chan string, 8)
+		}
 		l.running = t
 		g.mu.Unlock()
 
-		next := g.runTurn(ctx, l, t, pt)
+		var next []pendingTurn
+		if pt.cron != nil {
+			g.runCronTurn(ctx, l, t, pt)
+		} else {
+			next = g.runTurn(ctx, l, t, pt)
+		}
 		cancel()
 
 		g.mu.Lock()
@@ -318,7 +332,14 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		g.systemMessage(fin, lk, "The agent failed: "+err.Error())
 	}
 	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: false})
+	g.endTurn(t, lk, pt.msg.ID)
+	return next
+}
 
+// endTurn ends a turn with its lane's agent.idle, which answers the first
+// agent.stop that asked for it (the others are answered apart), and
+// forgets the turn's row in the same commit.
+func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string) {
 	t.mu.Lock()
 	t.ended = true
 	reqs := t.stopReqs
@@ -327,13 +348,12 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := g.commit(fin, func(tx *store.Tx) error { return tx.EndTurn(pt.msg.ID) }, idle); err != nil {
+	if err := g.commit(context.Background(), func(tx *store.Tx) error { return tx.EndTurn(turnID) }, idle); err != nil {
 		g.log.Error("turn: agent.idle", "lane", lk.String(), "err", err)
 	}
 	for _, r := range reqs[min(1, len(reqs)):] {
 		g.replyIdle(r, lk)
 	}
-	return next
 }
 
 // systemMessage posts a message from the gateway itself into a lane. It is

@@ -207,7 +207,7 @@ func TestCronSilentReplyDeliversNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g.App.GW.RunCron(ctx, j); err != nil {
+		if err := g.App.GW.RunCron(ctx, j, nil); err != nil {
 			t.Fatalf("running %q: %v", prompt, err)
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/irisgate/irisgate/core"
 )
@@ -88,11 +89,34 @@ func (s *Store) Approve(ctx context.Context, command string) error {
 }
 
 // QueuedTurn is a turn the gateway owes a lane: a person's message waiting
-// for (or getting) its answer. Kept so a restart answers it.
+// for (or getting) its answer, or a cron job's prompt (a cron turn). Kept
+// so a restart answers it.
 type QueuedTurn struct {
-	MessageID string
+	MessageID string // a cron turn's is its CronTurnID: it has no message
 	Lane      core.Lane
 	Running   bool
+	CronJob   string // the job a cron turn runs; empty for a person's turn
+}
+
+// cronTurnPrefix marks a cron turn's id. A cron turn stores no message (its
+// prompt is the job's, its answer a cron message posted at its end), so its
+// row is keyed by an id naming the job instead.
+const cronTurnPrefix = "cron:"
+
+// CronTurnID makes the id of one run of job jobID as a turn, unique per run
+// so two runs of a job queued in a lane do not share a row.
+func CronTurnID(jobID string) string {
+	return cronTurnPrefix + core.NewID("") + ":" + jobID
+}
+
+// cronJobOf returns the job a turn id names; empty for a person's turn.
+func cronJobOf(id string) string {
+	rest, ok := strings.CutPrefix(id, cronTurnPrefix)
+	if !ok {
+		return ""
+	}
+	_, job, _ := strings.Cut(rest, ":")
+	return job
 }
 
 // QueueTurn records that messageID awaits an agent turn.
@@ -114,9 +138,32 @@ func (t *Tx) EndTurn(messageID string) error {
 	return err
 }
 
-// Turns lists the turns owed, oldest first.
+// Turns lists the turns owed that the gateway settles at start-up, oldest
+// first: every person's turn, and the cron turns that were running (they
+// get their agent.idle and are not run again, like a person's). A cron turn
+// that never started is not listed: OwedCronRuns hands it to the scheduler,
+// which makes its job due again (package cron).
 func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
-	rows, err := s.query(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns ORDER BY seq`)
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
+		WHERE running = 1 OR message_id NOT LIKE '`+cronTurnPrefix+`%' ORDER BY seq`)
+}
+
+// OwedCronRuns lists the cron turns the last run queued but never started,
+// oldest first.
+func (s *Store) OwedCronRuns(ctx context.Context) ([]QueuedTurn, error) {
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
+		WHERE running = 0 AND message_id LIKE '`+cronTurnPrefix+`%' ORDER BY seq`)
+}
+
+// ForgetTurn drops a turn's row outside the gateway's commits: the
+// scheduler does so once it has taken over an owed cron run.
+func (s *Store) ForgetTurn(ctx context.Context, messageID string) error {
+	_, err := s.exec(ctx, `DELETE FROM turns WHERE message_id = ?`, messageID)
+	return err
+}
+
+func (s *Store) turns(ctx context.Context, q string) ([]QueuedTurn, error) {
+	rows, err := s.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +176,7 @@ func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
 			return nil, err
 		}
 		q.Running = running == 1
+		q.CronJob = cronJobOf(q.MessageID)
 		out = append(out, q)
 	}
 	return out, rows.Err()
