@@ -18,8 +18,11 @@ type Turn struct {
 	InputID string
 	Media   []core.Media
 	// Steer delivers texts a person sends while the turn runs; a backend
-	// injects them before its next model call.
-	Steer <-chan string
+	// injects them before its next model call. A backend records each
+	// steer it takes (Record, with the steer's MessageID) before acting on
+	// it: the gateway counts a steer as consumed by this turn once it is
+	// recorded, so a restart neither answers it again nor loses it.
+	Steer <-chan Steer
 	// Settings are the lane's choices (model, reasoning effort…).
 	Settings Settings
 	// History is the lane's conversation before this turn, oldest first.
@@ -36,6 +39,13 @@ type Turn struct {
 	Todos []core.Todo
 	// Cron manages scheduled jobs for the cronjob tool; nil: none.
 	Cron Cron
+}
+
+// Steer is a text a person sends while a turn runs.
+type Steer struct {
+	Text string
+	// MessageID is the person's message the steer is stored as.
+	MessageID string
 }
 
 // Settings are per-lane choices a person makes with slash commands.

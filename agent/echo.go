@@ -34,7 +34,12 @@ func (e *Echo) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	for _, w := range splitWords(text) {
 		select {
 		case s := <-t.Steer:
-			emit(Event{Kind: Commentary, Text: "steered: " + s})
+			// Recorded as the Steer contract asks, so the gateway knows the
+			// steer was taken and a restart does not answer it again.
+			if t.Record != nil {
+				t.Record(Msg{Role: "user", Content: s.Text, MessageID: s.MessageID})
+			}
+			emit(Event{Kind: Commentary, Text: "steered: " + s.Text})
 		default:
 		}
 		if timer != nil {

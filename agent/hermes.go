@@ -599,8 +599,8 @@ func (r *hermesRun) answer(ctx context.Context, choice string) {
 
 // steer keeps a note the person sent mid-run for the next run: Hermes's API
 // server cannot take new input while a run works.
-func (r *hermesRun) steer(s string) {
-	r.record(Msg{Role: hermesSteerRole, Content: s})
+func (r *hermesRun) steer(s Steer) {
+	r.record(Msg{Role: hermesSteerRole, Content: s.Text, MessageID: s.MessageID})
 	r.emit(Event{Kind: Commentary, Text: "📝 Hermes can't take new instructions in the middle of a run, so your note will go in front of your next message."})
 }
 

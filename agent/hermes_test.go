@@ -280,11 +280,11 @@ func TestHermesSteerWaitsForTheNextRun(t *testing.T) {
 	hold := make(chan struct{})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Working"), fakehermes.Hold(hold), fakehermes.Completed("Working.", 1, 1)}})
 	h := newHermes(t, fake.URL)
-	steer := make(chan string, 1)
+	steer := make(chan Steer, 1)
 	rec := newHrec()
 	done := runTurn(context.Background(), h, Turn{Input: "go", Steer: steer}, rec)
 	rec.waitFor(t, "the first delta", func(e Event) bool { return e.Kind == Text })
-	steer <- "focus on errors"
+	steer <- Steer{Text: "focus on errors", MessageID: "m_steer"}
 	rec.waitFor(t, "the steer commentary", commentary("next message"))
 	close(hold)
 	if err := result(t, done); err != nil {
@@ -296,7 +296,7 @@ func TestHermesSteerWaitsForTheNextRun(t *testing.T) {
 			steers = append(steers, m)
 		}
 	}
-	if len(steers) != 1 || steers[0].Content != "focus on errors" {
+	if len(steers) != 1 || steers[0].Content != "focus on errors" || steers[0].MessageID != "m_steer" {
 		t.Fatalf("steers recorded %+v", rec.msgs)
 	}
 	if st := readLaneState(rec.msgs, 1000); len(st.steers) != 1 {

@@ -156,7 +156,7 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		for {
 			select {
 			case s := <-t.Steer:
-				sm := Msg{Role: "user", Content: "[The person adds, while you work:] " + s}
+				sm := Msg{Role: "user", Content: "[The person adds, while you work:] " + s.Text, MessageID: s.MessageID}
 				conv = append(conv, sm)
 				record(sm)
 			default:

@@ -245,16 +245,29 @@ func TestModelSteerGoesIntoTheNextCall(t *testing.T) {
 	tools := &Tools{}
 	tools.List = Builtin(tools)
 	m := newModel(t, fake, tools)
-	steer := make(chan string, 1)
+	steer := make(chan Steer, 1)
 	var rec recorder
 	emit := func(e Event) {
 		rec.emit(e)
 		if e.Kind == ToolEnd {
-			steer <- "focus on errors"
+			steer <- Steer{Text: "focus on errors", MessageID: "m_steer"}
 		}
 	}
-	if err := m.Run(context.Background(), Turn{Input: "x", Steer: steer}, emit); err != nil {
+	var recorded []Msg // Record is called from Run's goroutine
+	record := func(m Msg) { recorded = append(recorded, m) }
+	if err := m.Run(context.Background(), Turn{Input: "x", Steer: steer, Record: record}, emit); err != nil {
 		t.Fatal(err)
+	}
+	// The steer is recorded under its message's id before the call that
+	// carries it: that is how the gateway knows it was consumed.
+	steered := -1
+	for i, r := range recorded {
+		if r.MessageID == "m_steer" {
+			steered = i
+		}
+	}
+	if steered < 0 || recorded[steered].Role != "user" || !strings.Contains(recorded[steered].Content, "focus on errors") {
+		t.Fatalf("the steer was not recorded with its message id: %+v", recorded)
 	}
 	msgs := fake.Requests()[1]["messages"].([]any)
 	last := msgs[len(msgs)-1].(map[string]any)

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
@@ -182,6 +183,9 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 		if r != nil && !ended {
 			t.stopReqs = append(t.stopReqs, *r)
 		}
+		if !ended {
+			t.stopping = true
+		}
 		t.mu.Unlock()
 	}
 	if ended {
@@ -205,7 +209,10 @@ func (g *Gateway) replyIdle(r core.ReplyAddr, lk core.Lane) {
 // Steer hands text to the lane's running turn, which takes it before its
 // next model call. The text is kept in history as the person's message and
 // echoed like one. With no turn running it is simply sent; when the turn
-// ends without taking it, it runs next as a turn of its own.
+// ends without taking it, it runs next as a turn of its own. Until the
+// turn takes it, it is owed like a sent message (a turn row in the store):
+// a restart before then answers it as a turn of its own, and one after
+// does not answer it again.
 func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return core.Errorf(core.CodeUnsupported, "empty steer text")
@@ -224,16 +231,24 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	// Echoed first, so devices see the words before the agent acts on them.
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
-		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
+	// The row is committed before the turn can see the steer, so the
+	// turn's consuming it (which deletes the row) always comes after.
+	if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.InsertMessage(m, false); err != nil {
+			return err
+		}
+		return tx.QueueTurn(lk, m.ID)
+	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
 		return err
 	}
 	pt := pendingTurn{msg: m, origin: from.Conn}
 	t.mu.Lock()
 	taken := false
-	if !t.ran {
+	// A turn being stopped would drop the steer with its own steering:
+	// sent after the stop, it runs next instead.
+	if !t.ran && !t.stopping {
 		select {
-		case t.steer <- text:
+		case t.steer <- agent.Steer{Text: text, MessageID: m.ID}:
 			t.steered = append(t.steered, pt)
 			taken = true
 		default: // the agent has not taken the earlier ones yet
@@ -243,7 +258,11 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	if taken {
 		return nil
 	}
-	return g.enqueue(pt)
+	// Echoed and owed: at shutdown the next start answers it, as Send's.
+	if err := g.enqueue(pt); err != nil && err != errShuttingDown {
+		return err
+	}
+	return nil
 }
 
 // DeleteMessages removes messages of a lane from history and outbox and

@@ -399,6 +399,9 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 // recover settles what a crash or a shutdown left open: replies left
 // streaming become stopped replies (their saved text kept), lanes left busy
 // get their agent.idle, and turns still owed are queued again, in order.
+// Steering the running turn had not taken is owed like a sent message and
+// runs as a turn of its own; steering it took stopped being owed when the
+// turn recorded it.
 func (g *Gateway) recover(ctx context.Context) error {
 	ms, err := g.st.Streaming(ctx)
 	if err != nil {

@@ -37,15 +37,54 @@ type pendingTurn struct {
 // that join mid-turn.
 type turn struct {
 	cancel context.CancelFunc
-	steer  chan string
+	steer  chan agent.Steer
 
 	mu       sync.Mutex
 	ran      bool // the agent returned: steering no longer reaches it
 	ended    bool // its agent.idle is going out: later stops are answered apart
+	stopping bool // a person stopped it: the steering sent for it ends too
 	stopReqs []core.ReplyAddr
-	steered  []pendingTurn // steering handed to the agent, oldest first
+	// steered is the steering handed to the agent, oldest first. Each is
+	// also an owed turn in the store (QueueTurn) until the turn consumes
+	// it, so a restart answers what the agent never took.
+	steered  []pendingTurn
 	streamID string
 	text     string
+}
+
+// steeredBy reports whether id is steering handed to this turn, which the
+// agent records once it takes it (agent.Turn.Steer).
+func (t *turn) steeredBy(id string) bool {
+	if id == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, pt := range t.steered {
+		if pt.msg.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// closeSteering ends the turn's steering once the agent has returned (or
+// will never run). It returns the steering the agent did not take, oldest
+// first, and the ids of what it took.
+func (t *turn) closeSteering() (untaken []pendingTurn, taken []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ran = true
+	// The channel holds the newest steers, those the agent did not take.
+	n := len(t.steer)
+	for range n {
+		<-t.steer
+	}
+	cut := len(t.steered) - n
+	for _, pt := range t.steered[:cut] {
+		taken = append(taken, pt.msg.ID)
+	}
+	return t.steered[cut:], taken
 }
 
 func (t *turn) snapshot() (id, text string) {
@@ -96,7 +135,7 @@ func (g *Gateway) runLane(l *lane) {
 			// A cron turn gets no steer channel: Steer then queues what a
 			// person sends as a turn of its own, which the cron prompt,
 			// not a conversation, would not take anyway.
-			t.steer = make(chan string, 8)
+			t.steer = make(chan agent.Steer, 8)
 		}
 		l.running = t
 		g.mu.Unlock()
@@ -134,7 +173,10 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if err := g.commit(fin, func(tx *store.Tx) error { return tx.StartTurn(pt.msg.ID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
-		return nil
+		// Steering may already wait in the channel: no agent will take
+		// it, so it runs next like any steering this turn did not take.
+		next, _ := t.closeSteering()
+		return next
 	}
 	settings := g.settings(fin, lk)
 	history, err := g.loadConversation(fin, lk)
@@ -150,9 +192,22 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		if tag == "" {
 			tag = replyID
 		}
+		// A steer the agent records is consumed by this turn: it stops
+		// being owed in the same commit that puts it in the conversation,
+		// so a crash either side of it neither loses it nor answers it
+		// twice.
+		consumed := t.steeredBy(m.MessageID)
 		body, err := json.Marshal(m)
 		if err == nil {
-			err = g.commit(fin, func(tx *store.Tx) error { return tx.AppendConversation(lk, tag, body) }, nil)
+			err = g.commit(fin, func(tx *store.Tx) error {
+				if err := tx.AppendConversation(lk, tag, body); err != nil {
+					return err
+				}
+				if consumed {
+					return tx.EndTurn(m.MessageID)
+				}
+				return nil
+			}, nil)
 		}
 		if err != nil {
 			g.log.Error("turn: recording the conversation", "lane", lk.String(), "err", err)
@@ -279,18 +334,23 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		Asker: laneAsker{g: g, lane: lk}, Todos: todos, Cron: agentCron{g},
 	}, emit)
 	stopped := ctx.Err() != nil
-	t.mu.Lock()
-	t.ran = true
-	// The channel holds the newest steers, those the agent did not take.
-	untaken := len(t.steer)
-	for range untaken {
-		<-t.steer
-	}
+	untaken, forget := t.closeSteering()
+	// What the agent took is settled with the turn (its rows go with the
+	// turn's own; those it recorded are gone already). What it did not
+	// take runs next; a person's stop ends it too, and a shutdown leaves
+	// it owed in the store, for the next start to answer.
 	var next []pendingTurn
-	if !stopped { // a stop ends the steering sent for the turn too
-		next = t.steered[len(t.steered)-untaken:]
-	}
+	t.mu.Lock()
+	personStop := t.stopping
 	t.mu.Unlock()
+	switch {
+	case !stopped:
+		next = untaken
+	case personStop || g.ctx.Err() == nil: // a person's stop, or its channel was deleted
+		for _, pt := range untaken {
+			forget = append(forget, pt.msg.ID)
+		}
+	}
 	outcome := "ok"
 	switch {
 	case stopped:
@@ -332,14 +392,15 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		g.systemMessage(fin, lk, "The agent failed: "+err.Error())
 	}
 	g.publish(&core.Event{Type: core.EvTyping, Lane: lk, On: false})
-	g.endTurn(t, lk, pt.msg.ID)
+	g.endTurn(t, lk, pt.msg.ID, forget...)
 	return next
 }
 
 // endTurn ends a turn with its lane's agent.idle, which answers the first
 // agent.stop that asked for it (the others are answered apart), and
-// forgets the turn's row in the same commit.
-func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string) {
+// forgets the turn's row in the same commit, with the rows of the
+// steering it settled (also).
+func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string, also ...string) {
 	t.mu.Lock()
 	t.ended = true
 	reqs := t.stopReqs
@@ -348,7 +409,14 @@ func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string) {
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := g.commit(context.Background(), func(tx *store.Tx) error { return tx.EndTurn(turnID) }, idle); err != nil {
+	if err := g.commit(context.Background(), func(tx *store.Tx) error {
+		for _, id := range append([]string{turnID}, also...) {
+			if err := tx.EndTurn(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, idle); err != nil {
 		g.log.Error("turn: agent.idle", "lane", lk.String(), "err", err)
 	}
 	for _, r := range reqs[min(1, len(reqs)):] {

@@ -89,8 +89,9 @@ func (s *Store) Approve(ctx context.Context, command string) error {
 }
 
 // QueuedTurn is a turn the gateway owes a lane: a person's message waiting
-// for (or getting) its answer, or a cron job's prompt (a cron turn). Kept
-// so a restart answers it.
+// for (or getting) its answer (a sent message, or steering the running
+// turn has not taken yet), or a cron job's prompt (a cron turn). Kept so a
+// restart answers it.
 type QueuedTurn struct {
 	MessageID string // a cron turn's is its CronTurnID: it has no message
 	Lane      core.Lane
