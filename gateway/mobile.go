@@ -186,11 +186,12 @@ func laneName(name, fallback string) string {
 	return "Phone"
 }
 
-// Deliver posts a service delivery (cron output, hermes send) into a lane:
-// a message of role cron, outboxed so every device gets it (a phone whose
-// lane it is shows it), plus a cron notification. Like the gateway's own
-// messages it is kept out of history, whose schema has no cron role, and
-// it starts no agent turn.
+// Deliver posts a service delivery (irisgate send, POST /api/send, a
+// phone's deliver) into a lane: a message of role cron, outboxed so every
+// device gets it (a phone whose lane it is shows it), plus a cron
+// notification. It is kept in history like cron posts and file
+// deliveries, so a device away for longer than the outbox keeps frames
+// still finds it; it starts no agent turn.
 func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.Message, error) {
 	ch, err := g.resolveLane(ctx, &lk)
 	if err != nil {
@@ -204,7 +205,8 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 	}
 	now := time.Now().UnixMilli()
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, TS: now}
-	if err := g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return m, err
 	}
 	body := text

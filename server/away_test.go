@@ -258,6 +258,20 @@ func TestSendAPI(t *testing.T) {
 	if testgw.Str(t, m, "text") != "backup finished" {
 		t.Fatalf("delivered %s", m.Raw)
 	}
+	// It is kept in history, for a device away longer than the outbox keeps
+	// frames.
+	h := d.MustDo("history", def, map[string]any{})
+	var page struct {
+		Messages []struct {
+			MessageID string `json:"message_id"`
+			Role      string `json:"role"`
+			Text      string `json:"text"`
+		} `json:"messages"`
+	}
+	h.Decode(&page)
+	if len(page.Messages) != 1 || page.Messages[0].MessageID != ok.MessageID || page.Messages[0].Role != "assistant" || page.Messages[0].Text != "backup finished" {
+		t.Fatalf("history %s", h.Raw)
+	}
 	// Through a proxy the caller is not loopback: a token is needed.
 	// Each header a proxy may name the real client in counts: a proxy
 	// that sets only Forwarded (RFC 7239) or X-Real-IP (nginx) must not
