@@ -89,10 +89,19 @@ func (f *FCM) Send(ctx context.Context, token string, n Note) error {
 	if res.StatusCode == http.StatusOK {
 		return nil
 	}
+	switch {
 	// FCM says a token is gone with 404 NOT_FOUND and an UNREGISTERED
-	// error code in the details.
-	if res.StatusCode == http.StatusNotFound || bytes.Contains(rb, []byte("UNREGISTERED")) {
+	// error code in the details; a token of another Firebase project
+	// (SENDER_ID_MISMATCH) or one FCM cannot parse will never work with
+	// these credentials either.
+	case res.StatusCode == http.StatusNotFound, bytes.Contains(rb, []byte("UNREGISTERED")),
+		bytes.Contains(rb, []byte("SENDER_ID_MISMATCH")),
+		res.StatusCode == http.StatusBadRequest && bytes.Contains(rb, []byte("registration token")):
 		return ErrGone
+	// Any other 400 is this message refused; sent again it would be
+	// refused again.
+	case res.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("%w: %w", ErrRefused, httpError("fcm", res.StatusCode, string(rb)))
 	}
 	return httpError("fcm", res.StatusCode, string(rb))
 }

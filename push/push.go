@@ -22,6 +22,10 @@ import (
 // longer exists (FCM UNREGISTERED, HTTP 404/410): it is dropped.
 var ErrGone = errors.New("push: registration gone")
 
+// ErrRefused is what a backend returns when the service refused a message
+// for good: it is not retried, and the registration is kept.
+var ErrRefused = errors.New("push: message refused")
+
 // Note is what a push says.
 type Note struct {
 	Title    string
@@ -200,6 +204,8 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 		case errors.Is(err, ErrGone):
 			p.log.Info("push registration gone, dropped", "device", j.DeviceID, "backend", b.Name())
 			p.st.DropPushRegistration(ctx, j.DeviceID, b.Name())
+		case errors.Is(err, ErrRefused):
+			p.log.Warn("push refused, not retried", "device", j.DeviceID, "backend", b.Name(), "err", err)
 		default:
 			failures = append(failures, b.Name()+": "+err.Error())
 		}

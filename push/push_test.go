@@ -45,12 +45,13 @@ type fakeGoogle struct {
 	mu       sync.Mutex
 	tokens   int // tokens minted
 	messages []map[string]any
-	gone     map[string]bool // device tokens to answer UNREGISTERED
-	fail     int             // next N sends answer 500
+	gone     map[string]bool   // device tokens to answer UNREGISTERED
+	answers  map[string]string // device tokens to answer another FCM error
+	fail     int               // next N sends answer 500
 }
 
 func newFakeGoogle(t *testing.T) *fakeGoogle {
-	f := &fakeGoogle{gone: map[string]bool{}}
+	f := &fakeGoogle{gone: map[string]bool{}, answers: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
@@ -85,6 +86,20 @@ func newFakeGoogle(t *testing.T) *fakeGoogle {
 		if f.fail > 0 {
 			f.fail--
 			http.Error(w, `{"error":{"code":500,"status":"INTERNAL"}}`, http.StatusInternalServerError)
+			return
+		}
+		switch f.answers[tok] {
+		case "SENDER_ID_MISMATCH":
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error":{"code":403,"status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"SENDER_ID_MISMATCH"}]}}`)
+			return
+		case "BAD_TOKEN":
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT"}}`)
+			return
+		case "BAD_MESSAGE":
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":400,"message":"Invalid value at 'message.data'","status":"INVALID_ARGUMENT"}}`)
 			return
 		}
 		if f.gone[tok] {
@@ -449,5 +464,39 @@ func TestPushToADeviceBackOnlineIsDropped(t *testing.T) {
 	p.SendDue(ctx)
 	if got := nt.sent(); len(got) != 1 || got[0] != "second" {
 		t.Fatalf("sent %q, want the second push", got)
+	}
+}
+
+// FCM answers that can never succeed are not retried: a token of another
+// project or one FCM cannot parse is dropped; a refused message keeps the
+// token.
+func TestFCMPermanentAnswers(t *testing.T) {
+	g := newFakeGoogle(t)
+	fcm, err := NewFCM(serviceAccount(t, g.srv.URL+"/token"), g.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	ctx := context.Background()
+	for dev, answer := range map[string]string{"other-project": "SENDER_ID_MISMATCH", "garbled": "BAD_TOKEN", "refused": "BAD_MESSAGE"} {
+		st.SeeDevice(ctx, store.Device{ID: dev, FCMToken: "tok-" + dev})
+		g.answers["tok-"+dev] = answer
+	}
+	p := New(st, slog.Default(), Config{Backends: []Backend{fcm}, Content: ContentFull})
+	for _, dev := range []string{"other-project", "garbled", "refused"} {
+		p.Enqueue(ctx, dev, Note{Title: "Agent", Body: "x", ChatID: "default", Cursor: 3, Kind: "message", Collapse: "default"})
+	}
+	p.SendDue(ctx)
+	for dev, kept := range map[string]bool{"other-project": false, "garbled": false, "refused": true} {
+		d, _ := st.Device(ctx, dev)
+		if (d.FCMToken != "") != kept {
+			t.Errorf("%s: token %q, want kept %v", dev, d.FCMToken, kept)
+		}
+		if d.LastPushedCursor != 0 {
+			t.Errorf("%s: last_pushed_cursor %d for a push never sent", dev, d.LastPushedCursor)
+		}
+	}
+	if n, err := st.PendingPushes(ctx); err != nil || n != 0 {
+		t.Fatalf("%d pushes left to retry (%v), want none", n, err)
 	}
 }
