@@ -240,6 +240,7 @@ func (s *Scheduler) fire(ctx context.Context, id string, now time.Time) (store.C
 	if err != nil || !due(j, now) {
 		return j, false
 	}
+	was := j.NextRun
 	next, repeat, err := Next(j.Schedule, now)
 	j.LastRun = now
 	if err != nil || !repeat {
@@ -247,11 +248,13 @@ func (s *Scheduler) fire(ctx context.Context, id string, now time.Time) (store.C
 	} else {
 		j.NextRun = next
 	}
-	if err := s.st.PutCronJob(ctx, j); err != nil {
+	// Conditional: the CLI, in another process, may have paused or
+	// rescheduled the job since it was read.
+	ok, err := s.st.FireCronJob(ctx, j.ID, was, j.LastRun, j.NextRun, j.Enabled)
+	if err != nil {
 		s.log.Warn("cron: saving a job", "job", j.ID, "err", err)
-		return j, false
 	}
-	return j, true
+	return j, ok
 }
 
 // record keeps a run's outcome as the job's last error (cleared by a run
@@ -267,12 +270,7 @@ func (s *Scheduler) record(id string, runErr error) {
 	ctx := context.Background()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, err := s.st.CronJob(ctx, id)
-	if err != nil || j.LastErr == msg { // not found: removed meanwhile
-		return
-	}
-	j.LastErr = msg
-	if err := s.st.PutCronJob(ctx, j); err != nil {
+	if err := s.st.SetCronErr(ctx, id, msg); err != nil && !errors.Is(err, store.ErrNotFound) { // not found: removed meanwhile
 		s.log.Warn("cron: saving a job", "job", id, "err", err)
 	}
 }
@@ -345,7 +343,7 @@ func (s *Scheduler) owe(ctx context.Context, id string) error {
 		return nil // paused since it fired: the pause wins
 	}
 	j.NextRun = at
-	return s.st.PutCronJob(ctx, j)
+	return s.st.SetCronState(ctx, j.ID, j.Enabled, j.NextRun)
 }
 
 // Job actions, as the CLI, /cron and the agent's cronjob tool name them.
@@ -388,7 +386,10 @@ func Act(ctx context.Context, st *store.Store, action, id string, now time.Time)
 		// resumed by it; a finished one-shot runs once more.
 		j.Enabled, j.NextRun = true, now
 	}
-	return j, st.PutCronJob(ctx, j)
+	if action == ActPause {
+		return j, lookupErr(st.PauseCronJob(ctx, j.ID), "no cron job %q", id)
+	}
+	return j, lookupErr(st.SetCronState(ctx, j.ID, j.Enabled, j.NextRun), "no cron job %q", id)
 }
 
 // RunNow makes a job due at once (irisgate cron run, /cron run).

@@ -76,6 +76,51 @@ func (s *Store) PutCronJob(ctx context.Context, j CronJob) error {
 	return err
 }
 
+// The scheduler, the CLI (another process) and the agent's tool change
+// jobs at the same time; each of these writes only the columns it means to
+// change, so none reverts another's.
+
+// FireCronJob records that a job fired at lastRun and fires next at
+// nextRun (enabled false: never again), provided it is still enabled and
+// due at wasNext. false means it changed meanwhile (paused, rescheduled,
+// removed) and must not run.
+func (s *Store) FireCronJob(ctx context.Context, id string, wasNext, lastRun, nextRun time.Time, enabled bool) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE cron_jobs SET last_run = ?, next_run = ?, enabled = ? WHERE id = ? AND enabled = 1 AND next_run = ?`,
+		timeMs(lastRun), timeMs(nextRun), b2i(enabled), id, timeMs(wasNext))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// PauseCronJob disables a job, leaving when it last ran and would run
+// next as they are.
+func (s *Store) PauseCronJob(ctx context.Context, id string) error {
+	return s.updateCron(ctx, `UPDATE cron_jobs SET enabled = 0 WHERE id = ?`, id)
+}
+
+// SetCronState enables or disables a job and sets its next run.
+func (s *Store) SetCronState(ctx context.Context, id string, enabled bool, nextRun time.Time) error {
+	return s.updateCron(ctx, `UPDATE cron_jobs SET enabled = ?, next_run = ? WHERE id = ?`, b2i(enabled), timeMs(nextRun), id)
+}
+
+// SetCronErr keeps a run's outcome ("" for a run that went well).
+func (s *Store) SetCronErr(ctx context.Context, id, lastErr string) error {
+	return s.updateCron(ctx, `UPDATE cron_jobs SET last_err = ? WHERE id = ?`, lastErr, id)
+}
+
+func (s *Store) updateCron(ctx context.Context, q string, args ...any) error {
+	res, err := s.exec(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // CronJobs lists jobs by creation.
 func (s *Store) CronJobs(ctx context.Context) ([]CronJob, error) {
 	rows, err := s.query(ctx, `SELECT `+cronCols+` FROM cron_jobs ORDER BY created, id`)

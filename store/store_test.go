@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/irisgate/irisgate/core"
 )
@@ -202,5 +204,46 @@ func TestStreamingRecovery(t *testing.T) {
 	got, _ := s.Message(ctx, "m1")
 	if !got.Stopped || got.Text != "partial" {
 		t.Fatalf("finished = %+v", got)
+	}
+}
+
+// The scheduler fires a job only if nobody paused or rescheduled it since
+// it was read, and the writers of jobs touch only their own columns.
+func TestCronWritersKeepEachOthersChanges(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_800_000_000_000)
+	j := CronJob{ID: "cron_1", Name: "daily", Schedule: "every 1h", Prompt: "sum up", ChatID: "default", Enabled: true, NextRun: t0, Created: t0}
+	if err := s.PutCronJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PauseCronJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.FireCronJob(ctx, j.ID, t0, t0, t0.Add(time.Hour), true); ok || err != nil {
+		t.Fatalf("fired a paused job: %v, %v", ok, err)
+	}
+	t1 := t0.Add(2 * time.Hour)
+	if err := s.SetCronState(ctx, j.ID, true, t1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.FireCronJob(ctx, j.ID, t0, t0, t0.Add(time.Hour), true); ok {
+		t.Fatal("fired a job rescheduled since it was read")
+	}
+	if ok, err := s.FireCronJob(ctx, j.ID, t1, t1, t1.Add(time.Hour), true); !ok || err != nil {
+		t.Fatalf("a due job did not fire: %v, %v", ok, err)
+	}
+	if err := s.SetCronErr(ctx, j.ID, "model down"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PauseCronJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.CronJob(ctx, j.ID)
+	if got.Name != "daily" || got.Prompt != "sum up" || got.Enabled || !got.LastRun.Equal(t1) || !got.NextRun.Equal(t1.Add(time.Hour)) || got.LastErr != "model down" {
+		t.Fatalf("job after the writers: %+v", got)
+	}
+	if err := s.PauseCronJob(ctx, "cron_none"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("pausing an unknown job: %v", err)
 	}
 }
