@@ -74,11 +74,18 @@ type Scheduler struct {
 	// the same job again, and one must not overwrite the other's change
 	// with a stale copy.
 	mu sync.Mutex
+	// owed are the cron turns the last stop left queued, read when the
+	// scheduler is made: a cron turn queued after that (by this run of
+	// the gateway) is not owed, and taking it for one would run it twice.
+	owed    []store.QueuedTurn
+	owedErr error
 }
 
-// New makes a scheduler; Run drives it.
+// New makes a scheduler; Run drives it. Make it before the gateway queues
+// any cron turn.
 func New(st *store.Store, run Runner, log *slog.Logger) *Scheduler {
-	return &Scheduler{st: st, run: run, log: log, Now: time.Now}
+	owed, err := st.OwedCronRuns(context.Background())
+	return &Scheduler{st: st, run: run, log: log, Now: time.Now, owed: owed, owedErr: err}
 }
 
 // Add validates and stores a new job.
@@ -285,11 +292,10 @@ func (s *Scheduler) record(id string, runErr error) {
 // it like a person's turn, without running it again, since what it did so
 // far (its tools' side effects) would be done twice.
 func (s *Scheduler) settleOwed(ctx context.Context) {
-	owed, err := s.st.OwedCronRuns(ctx)
+	owed, err := s.owed, s.owedErr
+	s.owed = nil
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("cron: listing owed runs", "err", err)
-		}
+		s.log.Warn("cron: listing owed runs", "err", err)
 		return
 	}
 	settled := map[string]error{} // per job: one owed run is all a job owes

@@ -277,3 +277,36 @@ func TestOwedRunsRunOnceAtStart(t *testing.T) {
 		t.Fatalf("turns for the gateway: %+v", left)
 	}
 }
+
+// A cron turn queued after the scheduler was made is this run's, not one
+// the last stop left owed: settling owed runs must not make its job due
+// again, or the job would run twice.
+func TestRunsQueuedByThisRunAreNotOwed(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	clock := &fakeClock{t: time.Date(2026, 11, 30, 10, 0, 30, 0, time.UTC)}
+	s := New(st, func(context.Context, store.CronJob, func(error)) error { return nil }, slog.Default())
+	s.Now = clock.now
+	j, err := s.Add(ctx, store.CronJob{Name: "hourly", Schedule: "every 1h", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queued by this run of the gateway (say /cron run, or a test calling
+	// the runner) before the scheduler's first tick.
+	if err := st.Write(ctx, func(tx *store.Tx) error {
+		return tx.QueueTurn(core.Lane{ChatID: j.ChatID}, store.CronTurnID(j.ID))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.settleOwed(ctx)
+	if got, _ := st.CronJob(ctx, j.ID); !got.NextRun.Equal(j.NextRun) {
+		t.Fatalf("next run moved from %v to %v: the job would run again", j.NextRun, got.NextRun)
+	}
+	if owed, _ := st.OwedCronRuns(ctx); len(owed) != 1 {
+		t.Fatalf("this run's queued turn was taken over: %+v", owed)
+	}
+}
