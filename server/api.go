@@ -224,7 +224,7 @@ func (s *Server) mayDeliver(r *http.Request) bool {
 	if !ok || tok == "" {
 		return false
 	}
-	for _, t := range s.cfg.MobileDeliverTokens {
+	for _, t := range s.cfg.Mobile.DeliverTokens {
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 {
 			return true
 		}

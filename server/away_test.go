@@ -231,7 +231,7 @@ func TestCronSilentReplyDeliversNothing(t *testing.T) {
 }
 
 func TestSendAPI(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MobileDeliverTokens = []string{"deliver-secret"} })
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.Mobile.DeliverTokens = []string{"deliver-secret"} })
 	d := g.Dial(t, "phone")
 	post := func(body string, hdr map[string]string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/api/send", bytes.NewBufferString(body))

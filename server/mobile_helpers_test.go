@@ -531,7 +531,7 @@ func checkMobileFrame(t testing.TB, f mf) {
 // mobileGW starts a gateway whose avatar rests quickly (tests wait for it).
 func mobileGW(t *testing.T, edit ...func(*server.AppConfig)) *testgw.GW {
 	t.Helper()
-	quick := func(c *server.AppConfig) { c.Server.MobileAvatarQuiet = 100 * time.Millisecond }
+	quick := func(c *server.AppConfig) { c.Server.Mobile.AvatarQuiet = 100 * time.Millisecond }
 	return testgw.Start(t, append([]func(*server.AppConfig){quick}, edit...)...)
 }
 

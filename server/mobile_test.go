@@ -98,7 +98,7 @@ func (p *phone) finalText(want string) string {
 // --- hello / ready ---------------------------------------------------------
 
 func TestMobileReady(t *testing.T) {
-	g := mobileGW(t, func(c *server.AppConfig) { c.Server.AvatarURL = "https://agent.example.com/avatar/" })
+	g := mobileGW(t, func(c *server.AppConfig) { c.Server.Mobile.AvatarURL = "https://agent.example.com/avatar/" })
 	p := dialPhone(t, g, nil)
 	p.send(mhello(testgw.Token, "tel-1", "Pixel"))
 	r := p.next()
@@ -160,7 +160,7 @@ func TestMobileReady(t *testing.T) {
 
 func TestMobileHelloRefused(t *testing.T) {
 	g := mobileGW(t, func(c *server.AppConfig) {
-		c.Server.MobileExtraTokens = []string{"tel-7=seven-token", "malformed-entry"}
+		c.Server.Mobile.ExtraTokens = []string{"tel-7=seven-token", "malformed-entry"}
 	})
 	ctx := context.Background()
 	stored, _, err := gateway.CreateToken(ctx, g.App.Store, "bound", "tel-9")
@@ -207,8 +207,8 @@ func TestMobileHelloRefused(t *testing.T) {
 
 func TestMobileAllowedDevices(t *testing.T) {
 	g := mobileGW(t, func(c *server.AppConfig) {
-		c.Server.MobileAllowedDevices = []string{"tel-1"}
-		c.Server.MobileDeliverTokens = []string{"cron-token"}
+		c.Server.Mobile.AllowedDevices = []string{"tel-1"}
+		c.Server.Mobile.DeliverTokens = []string{"cron-token"}
 	})
 	connectPhone(t, g, "tel-1").barrier()
 	p := dialPhone(t, g, nil)
@@ -657,7 +657,7 @@ func TestMobileStreamingEdits(t *testing.T) {
 func TestMobileAvatarAndTyping(t *testing.T) {
 	// A quiet spell longer than the turn, however loaded the machine: the
 	// avatar must not rest between the reply and agent.idle.
-	g := mobileGW(t, withAgent(replyAgent{}), func(c *server.AppConfig) { c.Server.MobileAvatarQuiet = time.Second })
+	g := mobileGW(t, withAgent(replyAgent{}), func(c *server.AppConfig) { c.Server.Mobile.AvatarQuiet = time.Second })
 	p := connectPhone(t, g, "tel-1")
 	p.send(text("m1", "hi"))
 	fs := p.until(func(f mf) bool { return f.T() == "avatar" && f.S("state") == "idle" })
@@ -819,7 +819,7 @@ func TestMobilePrompts(t *testing.T) {
 }
 
 func TestMobilePromptExpires(t *testing.T) {
-	g := mobileGW(t, withAgent(askAgent{}), func(c *server.AppConfig) { c.Server.MobilePromptTTL = 300 * time.Millisecond })
+	g := mobileGW(t, withAgent(askAgent{}), func(c *server.AppConfig) { c.Server.Mobile.PromptTTL = 300 * time.Millisecond })
 	p := connectPhone(t, g, "tel-1")
 	p.send(text("m1", "approve x"))
 	c := p.expect("prompt", nil)
@@ -837,7 +837,7 @@ func TestMobilePromptExpires(t *testing.T) {
 
 func TestMobileDeliver(t *testing.T) {
 	g := mobileGW(t, func(c *server.AppConfig) {
-		c.Server.MobileDeliverTokens = []string{"cron-token"}
+		c.Server.Mobile.DeliverTokens = []string{"cron-token"}
 	})
 	laptop := g.Dial(t, "laptop")
 	target := connectPhone(t, g, "tel-1")
@@ -946,7 +946,7 @@ func TestMobileDeliver(t *testing.T) {
 }
 
 func TestMobileDeliverHomeDevice(t *testing.T) {
-	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MobileHomeDevice = "mobile:tel-1" })
+	g := mobileGW(t, func(c *server.AppConfig) { c.Server.Mobile.HomeDevice = "mobile:tel-1" })
 	target := connectPhone(t, g, "tel-1")
 	cron := connectPhone(t, g, "cron")
 	cron.send(map[string]any{"t": "deliver", "id": "d1", "text": "to home"})

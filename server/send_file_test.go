@@ -183,7 +183,7 @@ func TestSendFileReachesIrisDevices(t *testing.T) {
 
 func TestSendFileRefusalsLeaveNothing(t *testing.T) {
 	g := testgw.Start(t, mediaLimits(media.Limits{MaxSize: testMax}), func(c *server.AppConfig) {
-		c.Server.MobileDeliverTokens = []string{"deliver-secret"}
+		c.Server.Mobile.DeliverTokens = []string{"deliver-secret"}
 	})
 	d := g.Dial(t, "laptop")
 	ok := blob(1000, 1)

@@ -41,29 +41,7 @@ type Config struct {
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
-	// MobileAllowedDevices, when not empty, is the only device ids phones
-	// may use (MOBILE_ALLOWED_DEVICES).
-	MobileAllowedDevices []string
-	// MobileDeliverTokens admit service connections that may send deliver
-	// (MOBILE_DELIVER_TOKENS).
-	MobileDeliverTokens []string
-	// MobileExtraTokens are "device_id=token" entries: tokens bound to one
-	// device (MOBILE_EXTRA_TOKENS). Stored tokens made for a device bind it
-	// too.
-	MobileExtraTokens []string
-	// MobileHomeDevice is a deliver's target when it names none
-	// (MOBILE_HOME_DEVICE).
-	MobileHomeDevice string
-	// AvatarURL is the avatar page announced in ready (may be empty).
-	AvatarURL string
-	// MobileAvatarQuiet is how long after the agent's last output the
-	// avatar returns to idle (3 s); tests shorten it.
-	MobileAvatarQuiet time.Duration
-	// MobileEditEvery bounds how often a streaming reply is edited (250 ms
-	// per 3,500 characters).
-	MobileEditEvery time.Duration
-	// MobilePromptTTL is a prompt card's lifetime (300 s).
-	MobilePromptTTL time.Duration
+	Mobile         mobile.Settings
 }
 
 // Defaults fills unset fields.
@@ -118,9 +96,7 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
 	mob := mobile.New(mobile.Config{
-		GW: gw, Auth: auth, Log: log, AvatarURL: cfg.AvatarURL, AllowedDevices: cfg.MobileAllowedDevices,
-		DeliverTokens: cfg.MobileDeliverTokens, ExtraTokens: cfg.MobileExtraTokens, HomeDevice: cfg.MobileHomeDevice,
-		AvatarQuiet: cfg.MobileAvatarQuiet, EditEvery: cfg.MobileEditEvery, PromptTTL: cfg.MobilePromptTTL,
+		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
 		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait),

@@ -68,7 +68,7 @@ func TestConfigEnv(t *testing.T) {
 // configuration, from flags and from the environment.
 func TestConfigMobile(t *testing.T) {
 	cfg := parse(t, "serve").Serve.appConfig(nil, nil).Server
-	if len(cfg.MobileAllowedDevices) != 0 || len(cfg.MobileExtraTokens) != 0 || cfg.MobileHomeDevice != "" || cfg.AvatarURL != "" || cfg.MobilePromptTTL != 300*time.Second {
+	if len(cfg.Mobile.AllowedDevices) != 0 || len(cfg.Mobile.ExtraTokens) != 0 || cfg.Mobile.HomeDevice != "" || cfg.Mobile.AvatarURL != "" || cfg.Mobile.PromptTTL != 300*time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 
@@ -76,9 +76,9 @@ func TestConfigMobile(t *testing.T) {
 		"--mobile-home-device", "mobile:tel-1", "--mobile-avatar-url", "https://agent.example.com/avatar/", "--mobile-prompt-ttl", "90s",
 		"--deliver-tokens", "cron-token").Serve
 	cfg = s.appConfig(nil, nil).Server
-	if fmt.Sprint(cfg.MobileAllowedDevices) != "[tel-1 tel-2]" || fmt.Sprint(cfg.MobileExtraTokens) != "[tel-1=one tel-2=two]" ||
-		cfg.MobileHomeDevice != "mobile:tel-1" || cfg.AvatarURL != "https://agent.example.com/avatar/" || cfg.MobilePromptTTL != 90*time.Second ||
-		fmt.Sprint(cfg.MobileDeliverTokens) != "[cron-token]" {
+	if fmt.Sprint(cfg.Mobile.AllowedDevices) != "[tel-1 tel-2]" || fmt.Sprint(cfg.Mobile.ExtraTokens) != "[tel-1=one tel-2=two]" ||
+		cfg.Mobile.HomeDevice != "mobile:tel-1" || cfg.Mobile.AvatarURL != "https://agent.example.com/avatar/" || cfg.Mobile.PromptTTL != 90*time.Second ||
+		fmt.Sprint(cfg.Mobile.DeliverTokens) != "[cron-token]" {
 		t.Fatalf("from flags: %+v", cfg)
 	}
 
@@ -88,8 +88,8 @@ func TestConfigMobile(t *testing.T) {
 	t.Setenv("IRISGATE_MOBILE_AVATAR_URL", "https://example.net/a/")
 	t.Setenv("IRISGATE_MOBILE_PROMPT_TTL", "2m")
 	cfg = parse(t, "serve").Serve.appConfig(nil, nil).Server
-	if fmt.Sprint(cfg.MobileAllowedDevices) != "[tel-3]" || fmt.Sprint(cfg.MobileExtraTokens) != "[tel-3=three tel-4=four]" ||
-		cfg.MobileHomeDevice != "tel-3" || cfg.AvatarURL != "https://example.net/a/" || cfg.MobilePromptTTL != 2*time.Minute {
+	if fmt.Sprint(cfg.Mobile.AllowedDevices) != "[tel-3]" || fmt.Sprint(cfg.Mobile.ExtraTokens) != "[tel-3=three tel-4=four]" ||
+		cfg.Mobile.HomeDevice != "tel-3" || cfg.Mobile.AvatarURL != "https://example.net/a/" || cfg.Mobile.PromptTTL != 2*time.Minute {
 		t.Fatalf("from the environment: %+v", cfg)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/wire/mobile"
 )
 
 // ServeCmd runs the gateway.
@@ -99,8 +100,8 @@ func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig 
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 		Media: media.Limits{MaxSize: c.MaxMedia},
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
-			MobileDeliverTokens: c.DeliverTokens, MobileAllowedDevices: c.MobileAllowedDevices, MobileExtraTokens: c.MobileExtraTokens,
-			MobileHomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, MobilePromptTTL: c.MobilePromptTTL},
+			Mobile: mobile.Settings{DeliverTokens: c.DeliverTokens, AllowedDevices: c.MobileAllowedDevices, ExtraTokens: c.MobileExtraTokens,
+				HomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, PromptTTL: c.MobilePromptTTL}},
 	}
 }
 

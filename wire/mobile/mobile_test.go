@@ -262,7 +262,7 @@ func TestCardOptions(t *testing.T) {
 }
 
 func TestCardFrame(t *testing.T) {
-	d := New(Config{PromptTTL: time.Minute})
+	d := New(Config{Settings: Settings{PromptTTL: time.Minute}})
 	defer d.Close()
 	p := &core.Picker{ID: "pk_1", Kind: "approval", Title: "Run this command?", Command: "ls", Description: "lists"}
 	data := d.cards.open("mobile:a", "mobile:a", p)

@@ -28,13 +28,20 @@ type Config struct {
 	GW   *gateway.Gateway
 	Auth *gateway.Auth
 	Log  *slog.Logger
+	Settings
+}
+
+// Settings are the dialect's options an owner sets (the server's config
+// carries them as they are).
+type Settings struct {
 	// AvatarURL is announced in ready (may be empty).
 	AvatarURL string
 	// AllowedDevices, when not empty, is the only device ids phones may use.
 	AllowedDevices []string
 	// DeliverTokens admit service connections that may send deliver.
 	DeliverTokens []string
-	// ExtraTokens are "device_id=token" entries: tokens bound to a device.
+	// ExtraTokens are "device_id=token" entries: tokens bound to a device
+	// (stored tokens made for a device bind it too).
 	ExtraTokens []string
 	// HomeDevice is a deliver's target when it names none.
 	HomeDevice string
