@@ -229,3 +229,37 @@ func TestGreetingBeforeLiveFrames(t *testing.T) {
 	}
 	b.MustDo("agent.stop", def, nil) // if it still runs
 }
+
+// A delete empties the replay cache, so a sync across it takes older
+// frames from the outbox and newer ones from the cache: the two must
+// interleave in cursor order, without the deleted message's frames.
+func TestSyncAcrossADeleteMixesStoredAndCachedFrames(t *testing.T) {
+	g := testgw.Start(t)
+	a := g.Dial(t, "phone")
+	from := a.Welcome().SyncCursor
+	leave(a)
+
+	b := g.Dial(t, "tablet")
+	gone := send(t, b, def, "delete me")
+	b.Expect("agent.idle", nil)
+	kept := send(t, b, def, "keep me")
+	b.Expect("agent.idle", nil)
+	b.MustDo("message.delete", def, map[string]any{"message_ids": []string{gone}})
+	after := send(t, b, def, "after the delete")
+	b.Expect("agent.idle", nil)
+
+	a = g.Dial(t, "phone")
+	got := syncFrom(t, a, from) // checks cursors strictly increase
+	var users []string
+	for _, f := range got {
+		if f.Type == "message" && testgw.Str(t, f, "role") == "user" {
+			users = append(users, testgw.Str(t, f, "message_id"))
+		}
+	}
+	if !slices.Equal(users, []string{kept, after}) {
+		t.Fatalf("replayed user messages %v, want %v (%v)", users, []string{kept, after}, types(got))
+	}
+	if count(got, "message.deleted") != 1 {
+		t.Errorf("replayed %v, want the delete once", types(got))
+	}
+}
