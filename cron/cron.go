@@ -115,39 +115,47 @@ func Add(ctx context.Context, st *store.Store, j store.CronJob, now time.Time) (
 	return j, st.PutCronJob(ctx, j)
 }
 
-// checkTarget makes sure a job posts into a lane that exists: a channel,
-// or a thread of it. The channel may be named by its name too, and a chat
-// id naming a thread is taken as that thread of its parent, the way a
-// person (or the model) would mean them.
+// checkTarget makes sure a job posts into a lane that exists (Target).
 func checkTarget(ctx context.Context, st *store.Store, j *store.CronJob) error {
-	if j.ChatID == "" {
-		j.ChatID = core.DefaultChatID
+	lane, err := Target(ctx, st, core.Lane{ChatID: j.ChatID, ThreadID: j.ThreadID})
+	j.ChatID, j.ThreadID = lane.ChatID, lane.ThreadID
+	return err
+}
+
+// Target resolves a lane as a person (or the model) names it: the chat
+// may be a channel's id or its name (absent: the default channel), and a
+// chat naming a thread is taken as that thread of its parent. It says
+// what was not found; the lane's channel and thread exist when it does
+// not fail. Deliveries (irisgate send) name their target the same way.
+func Target(ctx context.Context, st *store.Store, l core.Lane) (core.Lane, error) {
+	if l.ChatID == "" {
+		l.ChatID = core.DefaultChatID
 	}
-	ch, err := st.Channel(ctx, j.ChatID)
+	ch, err := st.Channel(ctx, l.ChatID)
 	if errors.Is(err, store.ErrNotFound) {
-		ch, err = channelNamed(ctx, st, j.ChatID)
+		ch, err = channelNamed(ctx, st, l.ChatID)
 	}
 	if err != nil {
-		return lookupErr(err, "unknown channel %q: give a chat_id from the channel list", j.ChatID)
+		return l, lookupErr(err, "unknown channel %q: give a chat_id from the channel list", l.ChatID)
 	}
-	j.ChatID = ch.ChatID
+	l.ChatID = ch.ChatID
 	if ch.Kind == core.KindThread {
-		if j.ThreadID != "" && j.ThreadID != ch.ChatID {
-			return core.Errorf(core.CodeNotFound, "%q is a thread, not a channel: name its channel %q as the chat and it as the thread", j.ChatID, ch.ParentChatID)
+		if l.ThreadID != "" && l.ThreadID != ch.ChatID {
+			return l, core.Errorf(core.CodeNotFound, "%q is a thread, not a channel: name its channel %q as the chat and it as the thread", l.ChatID, ch.ParentChatID)
 		}
-		j.ChatID, j.ThreadID = ch.ParentChatID, ch.ChatID
+		l.ChatID, l.ThreadID = ch.ParentChatID, ch.ChatID
 	}
-	if j.ThreadID == "" {
-		return nil
+	if l.ThreadID == "" {
+		return l, nil
 	}
-	th, err := st.Channel(ctx, j.ThreadID)
-	if err == nil && (th.Kind != core.KindThread || th.ParentChatID != j.ChatID) {
+	th, err := st.Channel(ctx, l.ThreadID)
+	if err == nil && (th.Kind != core.KindThread || th.ParentChatID != l.ChatID) {
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		return lookupErr(err, "unknown thread %q in channel %q", j.ThreadID, j.ChatID)
+		return l, lookupErr(err, "unknown thread %q in channel %q", l.ThreadID, l.ChatID)
 	}
-	return nil
+	return l, nil
 }
 
 // channelNamed finds the one channel or thread called name.

@@ -6,118 +6,300 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"sync"
+	"log/slog"
+	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
 
-// Auth checks device tokens and slows down guessing.
-type Auth struct {
-	st    *store.Store
-	fixed []byte // hash of IRISGATE_TOKEN, when set
-
-	mu       sync.Mutex
-	failures map[string]*failWindow // by remote address
-}
-
-type failWindow struct {
-	start time.Time
-	n     int
-}
-
-// Auth-failure limit: after maxFailures in failWindowLen from one address
-// every attempt from it is refused until the window ends.
+// Dialects, as Auth's logs and metrics name them.
 const (
-	maxFailures   = 10
-	failWindowLen = time.Minute
+	DialectIris   = "iris"
+	DialectMobile = "mobile"
 )
 
+// MobileDevicePrefix begins the gateway's id of every Hermes Mobile
+// device ("mobile:" + its device.id). Iris device ids may not begin with
+// it, so a device of one dialect can never pass for one of the other.
+const MobileDevicePrefix = "mobile:"
+
+// Auth admits devices: the one place where tokens and device identities
+// are checked, for both dialects. A valid token is always accepted;
+// failures are counted per client address and, past a few, answered
+// only after a delay, so guessing is slow while the owner's devices are
+// never locked out.
+type Auth struct {
+	st     *store.Store
+	fixed  []byte // hash of IRISGATE_TOKEN, when set
+	log    *slog.Logger
+	fails  *failures
+	failed *prometheus.CounterVec // by dialect and reason
+	locked *prometheus.CounterVec // addresses that began to be throttled, by dialect
+}
+
+// AuthConfig configures NewAuthWith.
+type AuthConfig struct {
+	Fixed  string // a token that is always valid (for scripts and containers)
+	Limits AuthLimits
+	Log    *slog.Logger
+}
+
+// AuthLimits bound guessing. Zero fields take the defaults.
+type AuthLimits struct {
+	Free     int           // failures per address and Window answered at once (10)
+	Window   time.Duration // how long failures are remembered (1 min)
+	Delay    time.Duration // delay of the first failure past Free; it doubles with each (1 s)
+	MaxDelay time.Duration // the longest delay (8 s)
+	MaxAddrs int           // addresses remembered at most (10,000)
+}
+
+func (l *AuthLimits) defaults() {
+	if l.Free == 0 {
+		l.Free = 10
+	}
+	if l.Window == 0 {
+		l.Window = time.Minute
+	}
+	if l.Delay == 0 {
+		l.Delay = time.Second
+	}
+	if l.MaxDelay == 0 {
+		l.MaxDelay = 8 * time.Second
+	}
+	if l.MaxAddrs == 0 {
+		l.MaxAddrs = 10000
+	}
+}
+
 // NewAuth makes an authenticator; fixed, when not empty, is a token that
-// is always valid (for scripts and containers).
-func NewAuth(st *store.Store, fixed string) *Auth {
-	a := &Auth{st: st, failures: make(map[string]*failWindow)}
-	if fixed != "" {
-		h := sha256.Sum256([]byte(fixed))
+// is always valid.
+func NewAuth(st *store.Store, fixed string) *Auth { return NewAuthWith(st, AuthConfig{Fixed: fixed}) }
+
+// NewAuthWith makes an authenticator.
+func NewAuthWith(st *store.Store, cfg AuthConfig) *Auth {
+	cfg.Limits.defaults()
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Auth{st: st, log: cfg.Log, fails: newFailures(cfg.Limits),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_failures_total",
+			Help: "Refused hellos, by dialect and reason."}, []string{"dialect", "reason"}),
+		locked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_lockouts_total",
+			Help: "Times an address passed the free failures and its failing hellos began to be delayed, by dialect."}, []string{"dialect"}),
+	}
+	if cfg.Fixed != "" {
+		h := sha256.Sum256([]byte(cfg.Fixed))
 		a.fixed = h[:]
 	}
 	return a
 }
 
-// Check admits token for deviceID from addr. It returns the token's id
-// ("env" for the fixed token).
-func (a *Auth) Check(ctx context.Context, addr, token, deviceID string) (string, error) {
-	if a.limited(addr) {
-		return "", core.Errorf(core.CodeRateLimited, "too many failed attempts from this address; try again in a minute")
-	}
-	id, err := a.check(ctx, token, deviceID)
-	if err != nil {
-		a.fail(addr)
-	}
-	return id, err
+// Collectors are Auth's metrics, for the gateway's registry.
+func (a *Auth) Collectors() []prometheus.Collector { return []prometheus.Collector{a.failed, a.locked} }
+
+// MobileAccess is the Hermes Mobile token configuration besides the main
+// tokens (the fixed one and the stored ones).
+type MobileAccess struct {
+	// Bindings are tokens bound to devices, by the device's id in the
+	// gateway (MobileDevicePrefix + device.id): such a token admits only
+	// its device, and such a device only its tokens.
+	Bindings map[string][]string
+	// Deliver are the delivery tokens: they admit a service connection
+	// (cron, hermes send) that may send deliver frames.
+	Deliver []string
+	// Allowed, when not empty, is the only device.ids a phone may use.
+	// Delivery connections are services, not phones: the list does not
+	// apply to them.
+	Allowed []string
 }
 
-func (a *Auth) check(ctx context.Context, token, deviceID string) (string, error) {
-	if token == "" {
-		return "", core.Errorf(core.CodeAuth, "hello carries no token")
+// Attempt is one hello to admit.
+type Attempt struct {
+	Dialect string // DialectIris or DialectMobile
+	// Addr is the client's address: the socket's peer, or the client a
+	// trusted proxy named.
+	Addr  string
+	Token string
+	// Device is the device's id in the gateway: Iris's device_id as
+	// sent, MobileDevicePrefix + a Hermes Mobile device.id.
+	Device string
+	// Mobile is Hermes Mobile's own token configuration; nil for Iris.
+	Mobile *MobileAccess
+}
+
+// Grant is what an admitted hello may do.
+type Grant struct {
+	TokenID string // the stored token's id, or "env", "binding", "deliver"
+	Deliver bool   // a delivery token: deliver frames are allowed
+}
+
+// Why a hello was refused, for the metrics and the log.
+const (
+	reasonNoToken     = "no_token"
+	reasonBadToken    = "invalid_token"
+	reasonBoundToken  = "token_bound_to_other_device"
+	reasonBoundDevice = "device_bound_to_other_token"
+	reasonNotAllowed  = "device_not_allowed"
+	reasonReserved    = "reserved_device_id"
+	reasonStore       = "store_error"
+)
+
+// Admit checks a hello. Errors: CodeAuth (no or an unknown token, a
+// device outside the allowed list, an Iris id in the Hermes Mobile
+// namespace) and CodeForbidden (a token bound to another device, or a
+// bound device claimed with another token). A hello with a wrong token
+// counts as a failure of its address; past AuthLimits.Free of them its
+// answer waits (within ctx). A valid token is never held back by its
+// address's failures.
+//
+// The identity rule, the same for both dialects: a token bound to a
+// device admits only that device, and a device some token is bound to is
+// admitted only with one of its tokens. A binding names a device by its
+// id in the gateway ("laptop", "mobile:phone1") or, for a Hermes Mobile
+// device, by its device.id alone ("phone1" binds both the Iris device
+// "phone1" and the phone "mobile:phone1").
+func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
+	g, reason, err := a.admit(ctx, at)
+	if err == nil {
+		return g, nil
 	}
-	h := sha256.Sum256([]byte(token))
-	if a.fixed != nil && subtle.ConstantTimeCompare(h[:], a.fixed) == 1 {
-		return "env", nil
+	a.failed.WithLabelValues(at.Dialect, reason).Inc()
+	var delay time.Duration
+	if reason == reasonNoToken || reason == reasonBadToken {
+		// A guess. Device refusals come with a valid token: their
+		// sender has nothing left to guess.
+		var n int
+		var log, lockout bool
+		delay, n, log, lockout = a.fails.fail(at.Addr, time.Now())
+		if lockout {
+			a.locked.WithLabelValues(at.Dialect).Inc()
+			a.log.Warn("auth: too many failed hellos from one address: its failures are delayed now",
+				"addr", at.Addr, "dialect", at.Dialect, "failures", n)
+		}
+		if log {
+			a.log.Warn("auth: failed hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", at.Device)
+		}
+	} else if reason != reasonStore {
+		a.log.Warn("auth: refused hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", at.Device)
 	}
-	toks, err := a.st.Tokens(ctx)
-	if err != nil {
-		return "", err
-	}
-	// Compare against every token, in constant time each, so the time
-	// taken says nothing about which (if any) matched.
-	var match *store.Token
-	for i := range toks {
-		if subtle.ConstantTimeCompare(h[:], toks[i].Hash) == 1 {
-			match = &toks[i]
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
 		}
 	}
-	if match == nil {
-		return "", core.Errorf(core.CodeAuth, "invalid token")
-	}
-	if match.DeviceID != "" && match.DeviceID != deviceID {
-		return "", core.Errorf(core.CodeAuth, "this token is bound to another device")
-	}
-	a.st.TouchToken(ctx, match.ID)
-	return match.ID, nil
+	return Grant{}, err
 }
 
-func (a *Auth) limited(addr string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w := a.failures[addr]
-	if w == nil {
-		return false
+func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
+	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
+		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
 	}
-	if time.Since(w.start) > failWindowLen {
-		delete(a.failures, addr)
-		return false
+	if at.Token == "" {
+		return Grant{}, reasonNoToken, core.Errorf(core.CodeAuth, "hello carries no token")
 	}
-	return w.n >= maxFailures
-}
-
-func (a *Auth) fail(addr string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.failures) > 10000 { // bound the map under a spray of addresses
-		for k, w := range a.failures {
-			if time.Since(w.start) > failWindowLen {
-				delete(a.failures, k)
+	h := sha256.Sum256([]byte(at.Token))
+	eq := func(hash []byte) bool { return subtle.ConstantTimeCompare(h[:], hash) == 1 }
+	var (
+		g       Grant
+		matched bool
+		boundTo []string // devices the presented token is bound to
+		bound   bool     // some token is bound to the device
+	)
+	// Every candidate is compared, in constant time each, so the time
+	// taken says nothing about which (if any) matched.
+	if m := at.Mobile; m != nil {
+		for dev, toks := range m.Bindings {
+			if bindingNames(dev, at.Device) {
+				bound = true
+			}
+			for _, t := range toks {
+				if th := sha256.Sum256([]byte(t)); eq(th[:]) {
+					matched, g.TokenID = true, "binding"
+					boundTo = append(boundTo, dev)
+				}
+			}
+		}
+		for _, t := range m.Deliver {
+			if th := sha256.Sum256([]byte(t)); eq(th[:]) && !matched {
+				matched, g = true, Grant{TokenID: "deliver", Deliver: true}
 			}
 		}
 	}
-	w := a.failures[addr]
-	if w == nil || time.Since(w.start) > failWindowLen {
-		w = &failWindow{start: time.Now()}
-		a.failures[addr] = w
+	if a.fixed != nil && eq(a.fixed) && !matched {
+		matched, g.TokenID = true, "env"
 	}
-	w.n++
+	toks, err := a.st.Tokens(ctx)
+	if err != nil {
+		return Grant{}, reasonStore, err
+	}
+	var stored *store.Token
+	for i := range toks {
+		if eq(toks[i].Hash) {
+			stored = &toks[i]
+		}
+		if toks[i].DeviceID != "" && bindingNames(toks[i].DeviceID, at.Device) {
+			bound = true
+		}
+	}
+	if stored != nil && !matched {
+		matched, g.TokenID = true, stored.ID
+		if stored.DeviceID != "" {
+			boundTo = append(boundTo, stored.DeviceID)
+		}
+	}
+	if !matched {
+		return Grant{}, reasonBadToken, core.Errorf(core.CodeAuth, "invalid token")
+	}
+	if len(boundTo) > 0 && !slices.ContainsFunc(boundTo, func(b string) bool { return bindingNames(b, at.Device) }) {
+		return Grant{}, reasonBoundToken, core.Errorf(core.CodeForbidden, "this token is bound to another device")
+	}
+	if len(boundTo) == 0 && bound {
+		return Grant{}, reasonBoundDevice, core.Errorf(core.CodeForbidden, "device %s is bound to another token", quote(at.Device))
+	}
+	if m := at.Mobile; m != nil && len(m.Allowed) > 0 && !g.Deliver &&
+		!slices.Contains(m.Allowed, strings.TrimPrefix(at.Device, MobileDevicePrefix)) {
+		return Grant{}, reasonNotAllowed, core.Errorf(core.CodeAuth, "device %s is not in the allowed devices list", quote(strings.TrimPrefix(at.Device, MobileDevicePrefix)))
+	}
+	if stored != nil && g.TokenID == stored.ID {
+		a.st.TouchToken(ctx, stored.ID)
+	}
+	return g, "", nil
+}
+
+// bindingNames reports whether a token's binding names device (an id in
+// the gateway): that id, or a Hermes Mobile device's own device.id.
+func bindingNames(binding, device string) bool {
+	if binding == device {
+		return true
+	}
+	id, mobile := strings.CutPrefix(device, MobileDevicePrefix)
+	return mobile && binding == id
+}
+
+// MaxBindingLen bounds a token's device binding.
+const MaxBindingLen = 128
+
+// ValidBinding checks a device id a token is to be bound to ("" binds
+// none).
+func ValidBinding(deviceID string) error {
+	if len(deviceID) > MaxBindingLen || !utf8.ValidString(deviceID) ||
+		strings.ContainsFunc(deviceID, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) {
+		return core.Errorf(core.CodeUnsupported, "a device id is at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
+	}
+	if deviceID == MobileDevicePrefix {
+		return core.Errorf(core.CodeUnsupported, "name the device after %q", MobileDevicePrefix)
+	}
+	return nil
 }
 
 // CreateToken mints a device token, stores its hash and returns the token

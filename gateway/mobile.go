@@ -1,16 +1,13 @@
 package gateway
 
-// Support for the Hermes Mobile dialect (wire/mobile): its token rules, the
-// device's lane as a channel of the directory, and service deliveries into
-// that lane. The dialect itself is a codec plus a mapping; what it needs of
+// Support for the Hermes Mobile dialect (wire/mobile): the device's lane as
+// a channel of the directory, and service deliveries into that lane (its
+// token rules are Auth's, shared with Iris). The dialect itself is a codec plus a mapping; what it needs of
 // the core beyond the Iris commands lives here.
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -19,115 +16,6 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
-
-// MobileAccess is the Hermes Mobile token configuration besides the main
-// tokens (the fixed one and the stored ones).
-type MobileAccess struct {
-	// Bindings are device_id=token entries: such a token admits only its
-	// device, and such a device only its tokens.
-	Bindings map[string][]string
-	// Deliver are the delivery tokens: they admit a service connection
-	// (cron, hermes send) that may send deliver frames.
-	Deliver []string
-	// Allowed, when not empty, is the only device ids a phone may use.
-	// Delivery connections are services, not phones: the list does not
-	// apply to them.
-	Allowed []string
-}
-
-// MobileGrant is what a Hermes Mobile token allows.
-type MobileGrant struct {
-	TokenID string // "env", "binding", "deliver" or the stored token's id
-	Deliver bool   // a delivery token: deliver frames are allowed
-}
-
-// CheckMobile admits a Hermes Mobile hello: token for deviceID from addr.
-// Errors: CodeRateLimited (too many failures from addr), CodeAuth (no or
-// an unknown token, a device outside the allowed list) and CodeForbidden
-// (a token bound to another device, or a bound device claimed with
-// another token). Every token is compared in constant time.
-func (a *Auth) CheckMobile(ctx context.Context, addr, token, deviceID string, acc MobileAccess) (MobileGrant, error) {
-	if a.limited(addr) {
-		return MobileGrant{}, core.Errorf(core.CodeRateLimited, "too many failed attempts from this address; try again in a minute")
-	}
-	g, err := a.checkMobile(ctx, token, deviceID, acc)
-	if err != nil {
-		a.fail(addr)
-	}
-	return g, err
-}
-
-func (a *Auth) checkMobile(ctx context.Context, token, deviceID string, acc MobileAccess) (MobileGrant, error) {
-	if token == "" {
-		return MobileGrant{}, core.Errorf(core.CodeAuth, "hello carries no token")
-	}
-	h := sha256.Sum256([]byte(token))
-	eq := func(tok string) bool {
-		t := sha256.Sum256([]byte(tok))
-		return subtle.ConstantTimeCompare(h[:], t[:]) == 1
-	}
-	var (
-		g       MobileGrant
-		matched bool
-		boundTo []string // devices the presented token is bound to
-	)
-	deviceBound := len(acc.Bindings[deviceID]) > 0
-	for dev, toks := range acc.Bindings {
-		for _, t := range toks {
-			if eq(t) {
-				matched = true
-				g.TokenID = "binding"
-				boundTo = append(boundTo, dev)
-			}
-		}
-	}
-	for _, t := range acc.Deliver {
-		if eq(t) && !matched {
-			matched = true
-			g = MobileGrant{TokenID: "deliver", Deliver: true}
-		}
-	}
-	if a.fixed != nil && subtle.ConstantTimeCompare(h[:], a.fixed) == 1 && !matched {
-		matched = true
-		g.TokenID = "env"
-	}
-	toks, err := a.st.Tokens(ctx)
-	if err != nil {
-		return MobileGrant{}, err
-	}
-	var stored *store.Token
-	for i := range toks {
-		if subtle.ConstantTimeCompare(h[:], toks[i].Hash) == 1 {
-			stored = &toks[i]
-		}
-		if toks[i].DeviceID != "" && toks[i].DeviceID == deviceID {
-			deviceBound = true
-		}
-	}
-	if stored != nil && !matched {
-		matched = true
-		g.TokenID = stored.ID
-		if stored.DeviceID != "" {
-			boundTo = append(boundTo, stored.DeviceID)
-		}
-	}
-	if !matched {
-		return MobileGrant{}, core.Errorf(core.CodeAuth, "invalid token")
-	}
-	if len(boundTo) > 0 && !slices.Contains(boundTo, deviceID) {
-		return MobileGrant{}, core.Errorf(core.CodeForbidden, "this token is bound to another device")
-	}
-	if len(boundTo) == 0 && deviceBound {
-		return MobileGrant{}, core.Errorf(core.CodeForbidden, "device %s is bound to another token", quote(deviceID))
-	}
-	if len(acc.Allowed) > 0 && !g.Deliver && !slices.Contains(acc.Allowed, deviceID) {
-		return MobileGrant{}, core.Errorf(core.CodeAuth, "device %s is not in the allowed devices list", quote(deviceID))
-	}
-	if stored != nil && g.TokenID == stored.ID {
-		a.st.TouchToken(ctx, stored.ID)
-	}
-	return g, nil
-}
 
 var errChannelExists = errors.New("gateway: channel exists")
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 )
@@ -29,23 +31,38 @@ const maxSendBody = 1 << 20
 const maxFormField = gateway.MaxTextBytes
 
 // handleSend posts a message into a channel: how scripts, other schedulers
-// and `irisgate send` reach the devices. Only loopback callers, or callers
-// with a delivery token, may. A JSON body carries text; a multipart/form-
+// and `irisgate send` reach the devices. The trust rule: over the admin
+// socket (the gateway owner's own processes) no token is needed; over TCP
+// a delivery token is, always (Authorization: Bearer), since a TCP peer's
+// address proves nothing, and a browser may send it only from our own
+// pages. A JSON body (application/json) carries text; a multipart/form-
 // data body carries files (any part with a file name), with chat_id and
-// thread_id before them and text as an optional caption.
+// thread_id before them and text as an optional caption. chat_id may name
+// a channel by its name too.
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
-	if !s.mayDeliver(r) {
-		apiError(w, http.StatusForbidden, core.Errorf(core.CodeAuth, "only loopback callers or a delivery token (Authorization: Bearer …) may send"))
+	local := admin.IsLocal(r.Context())
+	if !local && !s.sameOrigin(r) {
+		apiError(w, http.StatusForbidden, core.Errorf(core.CodeForbidden, "cross-origin request refused"))
+		return
+	}
+	if !local && !s.hasDeliverToken(r) {
+		apiError(w, http.StatusForbidden, core.Errorf(core.CodeAuth, "a delivery token is required (--deliver-tokens, sent as Authorization: Bearer …); on the gateway's own machine irisgate send needs none"))
 		return
 	}
 	var (
 		m   core.Message
 		err error
 	)
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt {
+	case "multipart/form-data":
 		m, err = s.sendForm(r)
-	} else {
+	case "application/json":
 		m, err = s.sendJSON(r)
+	default:
+		// A page of any site may post text/plain or a form without asking
+		// first; JSON as JSON is what scripts send.
+		apiError(w, http.StatusUnsupportedMediaType, core.Errorf(core.CodeUnsupported, "Content-Type must be application/json (text) or multipart/form-data (files), not %q", r.Header.Get("Content-Type")))
+		return
 	}
 	if err != nil {
 		e := core.AsError(err)
@@ -75,7 +92,11 @@ func (s *Server) sendJSON(r *http.Request) (core.Message, error) {
 		}
 		return core.Message{}, core.Errorf(core.CodeUnsupported, "the body must be JSON {chat_id, thread_id?, text} or multipart/form-data with a file: %v", err)
 	}
-	return s.gw.Deliver(r.Context(), core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}, req.Text)
+	lane := core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}
+	if err := s.gw.NameLane(r.Context(), &lane); err != nil {
+		return core.Message{}, err
+	}
+	return s.gw.Deliver(r.Context(), lane, req.Text)
 }
 
 // sendForm streams a multipart body's files into the media store as they
@@ -127,6 +148,9 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 		}
 		if del == nil {
 			// The target is checked before the first byte is stored.
+			if err := s.gw.NameLane(ctx, &lane); err != nil {
+				return core.Message{}, err
+			}
 			if del, err = s.gw.DeliverFiles(ctx, lane); err != nil {
 				return core.Message{}, err
 			}
@@ -142,6 +166,9 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 		}
 	}
 	if del == nil {
+		if err := s.gw.NameLane(ctx, &lane); err != nil {
+			return core.Message{}, err
+		}
 		return s.gw.Deliver(ctx, lane, caption) // a form with text only
 	}
 	m, err := del.Post(ctx, caption)
@@ -212,24 +239,22 @@ func apiStatus(c core.Code) int {
 	return http.StatusBadRequest
 }
 
-func (s *Server) mayDeliver(r *http.Request) bool {
-	// The same test as a WebSocket's deliver frame: a request a reverse
-	// proxy forwarded from anywhere arrives from loopback too, and proxies
-	// name the real client in Forwarded or X-Real-Ip as often as in
-	// X-Forwarded-For.
-	if loopback(r) {
-		return true
-	}
+// hasDeliverToken reports whether r carries one of the delivery tokens.
+func (s *Server) hasDeliverToken(r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
 		return false
 	}
+	h := sha256.Sum256([]byte(tok))
+	found := false
 	for _, t := range s.cfg.Mobile.DeliverTokens {
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 {
-			return true
+		// Hashes are compared: ConstantTimeCompare is constant only for
+		// inputs of one length.
+		if th := sha256.Sum256([]byte(t)); subtle.ConstantTimeCompare(h[:], th[:]) == 1 {
+			found = true
 		}
 	}
-	return false
+	return found
 }
 
 // handleWebPushKey offers browsers the VAPID public key to subscribe with.

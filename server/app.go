@@ -19,6 +19,7 @@ import (
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/store"
@@ -44,6 +45,11 @@ type AppConfig struct {
 	// Media bounds uploads and the files the agent sends (MaxSize: 64 MiB
 	// by default); the files live in DataDir/media.
 	Media media.Limits
+	// AuthLimits bound token guessing (gateway.AuthLimits' defaults when
+	// zero).
+	AuthLimits gateway.AuthLimits
+	// Version is what the admin socket reports (irisgate version).
+	Version string
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -61,19 +67,23 @@ type App struct {
 	FirstToken string
 
 	http   *http.Server
+	admin  *http.Server // the admin socket's (admin.go)
+	lock   *datadir.Lock
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
 }
 
 // DBFile is the database's name inside the data directory.
-const DBFile = "irisgate.db"
+const DBFile = datadir.DBFile
 
 // MediaDir is the content store's directory inside the data directory.
 const MediaDir = "media"
 
-// Open opens the data directory (creating it) and starts the gateway's
-// background work; Serve then accepts connections.
+// Open opens the data directory (creating it), takes its lock (a second
+// gateway on one directory is refused with a *datadir.InUseError), opens
+// the admin socket and starts the gateway's background work; Serve then
+// accepts connections.
 func Open(cfg AppConfig) (*App, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -81,24 +91,43 @@ func Open(cfg AppConfig) (*App, error) {
 	if cfg.QueueLimits.MaxItems == 0 {
 		cfg.QueueLimits = hub.DefaultLimits
 	}
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile))
+	lock, err := datadir.Acquire(cfg.DataDir, datadir.RoleServe, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, Store: st}
+	tightened, err := datadir.Prepare(cfg.DataDir, false)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	for _, p := range tightened {
+		cfg.Log.Warn("made private: it was readable by other users", "path", p)
+	}
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile))
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	a := &App{cfg: cfg, Store: st, lock: lock}
+	fail := func(err error) (*App, error) {
+		st.Close()
+		lock.Release()
+		return nil, err
+	}
 	if cfg.Token == "" {
 		toks, err := st.Tokens(context.Background())
 		if err != nil {
-			st.Close()
-			return nil, err
+			return fail(err)
 		}
 		if len(toks) == 0 {
 			if a.FirstToken, _, err = gateway.CreateToken(context.Background(), st, "first device", ""); err != nil {
-				st.Close()
-				return nil, err
+				return fail(err)
 			}
 		}
 	}
@@ -107,8 +136,7 @@ func Open(cfg AppConfig) (*App, error) {
 	m := gateway.NewMetrics(reg)
 	backends, vapid, err := cfg.Push.backends(cfg.DataDir)
 	if err != nil {
-		st.Close()
-		return nil, err
+		return fail(err)
 	}
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
 	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online})
@@ -120,8 +148,7 @@ func Open(cfg AppConfig) (*App, error) {
 	}
 	cfg.Server.WebPushKey = vapid
 	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("media directory: %w", err)
+		return fail(fmt.Errorf("media directory: %w", err))
 	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
@@ -129,7 +156,9 @@ func Open(cfg AppConfig) (*App, error) {
 		Media: a.Media,
 	})
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
-	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
+	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
+	reg.MustRegister(auth.Collectors()...)
+	a.Srv = New(cfg.Server, a.GW, auth, cfg.Log, reg, m)
 	// Made here, not in Serve: Close may run on another goroutine at any
 	// time and must find it (a Serve after Close then returns at once).
 	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
@@ -156,6 +185,10 @@ func Open(cfg AppConfig) (*App, error) {
 		a.Close(context.Background())
 		return nil, fmt.Errorf("recovering the last run's state: %w", err)
 	}
+	if err := a.openAdmin(); err != nil {
+		a.Close(context.Background())
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -174,6 +207,7 @@ func (a *App) Serve(ln net.Listener) error {
 func (a *App) Close(ctx context.Context) error {
 	var err error
 	a.closed.Do(func() {
+		a.closeAdmin(ctx)
 		a.Srv.Shutdown(ctx)
 		a.http.Shutdown(ctx)
 		a.stop()
@@ -182,6 +216,7 @@ func (a *App) Close(ctx context.Context) error {
 			c.Close() // e.g. idle connections to Hermes
 		}
 		err = a.Store.Close()
+		a.lock.Release()
 	})
 	return err
 }

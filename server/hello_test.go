@@ -169,20 +169,6 @@ func TestStoredTokens(t *testing.T) {
 	})
 }
 
-func TestHelloRateLimited(t *testing.T) {
-	g := testgw.Start(t)
-	// Ten failures from one address are answered as such…
-	for i := range 10 {
-		r := dialRaw(t, g)
-		r.writeJSON(helloFrame("guess-"+string(rune('a'+i)), "phone"))
-		r.refused("auth", websocket.StatusPolicyViolation)
-	}
-	// …then the address is refused whatever it presents, the right token too.
-	r := dialRaw(t, g)
-	r.writeJSON(helloFrame(testgw.Token, "phone"))
-	r.refused("rate_limited", websocket.StatusPolicyViolation)
-}
-
 func TestSameDeviceReplaces(t *testing.T) {
 	g := testgw.Start(t)
 	first := g.Dial(t, "phone")

@@ -79,9 +79,15 @@ const mobileWait = 30 * time.Second
 // dialPhone opens a socket without saying hello; hdr may be nil.
 func dialPhone(t testing.TB, g *testgw.GW, hdr http.Header) *phone {
 	t.Helper()
+	return dialPhoneVia(t, g.URL, &websocket.DialOptions{HTTPHeader: hdr})
+}
+
+// dialPhoneVia opens a socket to url with opts, without saying hello.
+func dialPhoneVia(t testing.TB, url string, opts *websocket.DialOptions) *phone {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mobileWait)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, g.URL, &websocket.DialOptions{HTTPHeader: hdr})
+	ws, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -135,7 +141,12 @@ func connectPhone(t testing.TB, g *testgw.GW, id string) *phone {
 
 func connectPhoneWith(t testing.TB, g *testgw.GW, hdr http.Header, hello map[string]any) *phone {
 	t.Helper()
-	p := dialPhone(t, g, hdr)
+	return helloPhone(t, dialPhone(t, g, hdr), hello)
+}
+
+// helloPhone says hello on p and returns it after its ready.
+func helloPhone(t testing.TB, p *phone, hello map[string]any) *phone {
+	t.Helper()
 	p.send(hello)
 	r := p.next()
 	if r.T() != "ready" {
@@ -535,8 +546,7 @@ func mobileGW(t *testing.T, edit ...func(*server.AppConfig)) *testgw.GW {
 	return testgw.Start(t, append([]func(*server.AppConfig){quick}, edit...)...)
 }
 
-// proxied is the header a reverse proxy adds: such a connection is not
-// loopback, wherever it connects from.
+// proxied is the header a reverse proxy adds.
 var proxied = http.Header{"X-Forwarded-For": []string{"203.0.113.7"}}
 
 func seq(prefix string) string { return fmt.Sprintf("%s%d", prefix, pingSeq.Add(1)) }

@@ -54,6 +54,8 @@ type sendAnswer struct {
 
 // postForm streams a multipart body to /api/send through a pipe, as a
 // client that does not know its length would, and decodes the answer.
+// With hdr nil it posts over the admin socket, as irisgate send does on
+// the gateway's machine; else over TCP with those headers.
 func postForm(t *testing.T, g *testgw.GW, hdr map[string]string, parts ...formPart) sendAnswer {
 	t.Helper()
 	pr, pw := io.Pipe()
@@ -85,7 +87,11 @@ func postForm(t *testing.T, g *testgw.GW, hdr map[string]string, parts ...formPa
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if hdr == nil {
+		hc = localHTTP(g)
+	}
+	res, err := hc.Do(req)
 	pr.Close()
 	if err != nil {
 		t.Fatalf("POST /api/send: %v", err)
@@ -215,8 +221,10 @@ func TestSendFileRefusalsLeaveNothing(t *testing.T) {
 		wantError(t, http.StatusBadRequest, "unsupported", "UTF-8")
 	check("a bad caption")
 
-	// Only loopback callers or a delivery token: behind a proxy the
-	// caller is not loopback, whatever the socket says.
+	// Over TCP a delivery token is required: from loopback as from
+	// behind a proxy, whatever the socket says.
+	postForm(t, g, map[string]string{}, field("chat_id", "default"), file("ok.bin", "", ok)).
+		wantError(t, http.StatusForbidden, "auth", "delivery token")
 	fwd := map[string]string{"X-Forwarded-For": "203.0.113.9"}
 	postForm(t, g, fwd, field("chat_id", "default"), file("ok.bin", "", ok)).
 		wantError(t, http.StatusForbidden, "auth", "delivery token")
@@ -261,7 +269,7 @@ func TestSendFileReachesPhones(t *testing.T) {
 // leaves nothing behind once its connection ends.
 func TestSendFileSenderGoesAway(t *testing.T) {
 	g := testgw.Start(t, mediaLimits(media.Limits{MaxSize: testMax}))
-	conn, err := net.Dial("tcp", g.Addr)
+	conn, err := net.Dial("unix", g.App.AdminSocket())
 	if err != nil {
 		t.Fatal(err)
 	}

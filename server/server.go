@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/web"
@@ -42,6 +44,12 @@ type Config struct {
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
 	Mobile         mobile.Settings
+
+	// TrustedProxies are the peers believed when they name the client or
+	// the public host in forwarding headers (peer.go); AllowedOrigins are
+	// web origins besides our own whose pages may connect.
+	TrustedProxies []netip.Prefix
+	AllowedOrigins []string
 }
 
 // Defaults fills unset fields.
@@ -83,6 +91,8 @@ type Server struct {
 	base   context.Context // ends at shutdown
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // connection handlers
+
+	tokens tokenConns // live connections by token, for revocation
 
 	mu      sync.Mutex
 	socks   map[*websocket.Conn]struct{}
@@ -204,10 +214,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gateway restarting", http.StatusServiceUnavailable)
 		return
 	}
-	// Any origin may connect: every connection must present a token in its
-	// first frame, so a foreign page gains nothing it could not do anyway.
+	// Pages of other sites may not connect (peer.go): a token in the
+	// first frame is still required of everyone, but a foreign page has no
+	// business making a visitor's browser try.
+	if !s.sameOrigin(r) {
+		s.wg.Done()
+		http.Error(w, "cross-origin WebSocket refused: serve the web app from this gateway, or list its origin in --allowed-origins", http.StatusForbidden)
+		return
+	}
 	hw := &hijackWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
-	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // origin checked above
 	if err != nil {
 		s.wg.Done()
 		return
@@ -216,7 +232,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.socks[c] = struct{}{}
 	s.mu.Unlock()
-	sess, d, ok := s.hello(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
+	sess, d, ok := s.hello(c, peer{addr: s.clientAddr(r), local: admin.IsLocal(r.Context())})
 	if !ok {
 		s.closed(c)
 		return
@@ -239,25 +255,11 @@ func (s *Server) closed(c *websocket.Conn) {
 	s.wg.Done()
 }
 
-// loopback reports whether r comes from a loopback address directly: a
-// request a reverse proxy forwarded (it says so in its headers) does not,
-// whatever address the proxy connects from.
-func loopback(r *http.Request) bool {
-	ip := net.ParseIP(remoteHost(r.RemoteAddr))
-	if ip == nil || !ip.IsLoopback() {
-		return false
-	}
-	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"} {
-		if r.Header.Get(h) != "" {
-			return false
-		}
-	}
-	return true
-}
-
 // session is one dialect's authenticated connection.
 type session interface {
 	Conn() *hub.Conn
+	// TokenID is the token the session said hello with (revocation).
+	TokenID() string
 	// Handle processes a text frame, returning its type for metrics and,
 	// when the connection must close, an error fatalFrame understands.
 	Handle(ctx context.Context, data []byte) (string, error)
@@ -302,7 +304,7 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 	case mobile.Is(first) || (!iris.Is(first) && mobile.Looks(first)):
 		d = s.dialects[0]
 		var ms *mobile.Session
-		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Loopback: p.loopback}, first); err == nil {
+		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Local: p.local}, first); err == nil {
 			sess = ms
 		}
 	case iris.Is(first):
@@ -329,8 +331,8 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 
 // peer is where a connection comes from.
 type peer struct {
-	addr     string
-	loopback bool // from a loopback address and not through a proxy
+	addr  string // the client's address (clientAddr)
+	local bool   // over the admin socket
 }
 
 // hello reads and authenticates a connection's first frame.
@@ -366,6 +368,9 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 	}
 	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues(d.name, "hello").Inc()
+	if tok := sess.TokenID(); s.tokens.add(tok, conn, d.name) {
+		defer s.tokens.remove(tok, conn)
+	}
 	writerDone := make(chan struct{})
 	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.name), done: writerDone}
 	conn.Drive(w.drain)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"testing"
-
-	"github.com/irisgate/irisgate/gateway"
 )
 
 func TestTokenCommands(t *testing.T) {
@@ -37,34 +35,3 @@ func TestTokenCommands(t *testing.T) {
 	}
 }
 
-func TestAuthWithStoredTokens(t *testing.T) {
-	st, err := dataFlag{Data: t.TempDir()}.open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	tok, rec, err := gateway.CreateToken(ctx, st, "bound", "dev1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := gateway.NewAuth(st, "")
-	if id, err := a.Check(ctx, "1.2.3.4", tok, "dev1"); err != nil || id != rec.ID {
-		t.Fatalf("bound token on its device: %q, %v", id, err)
-	}
-	if _, err := a.Check(ctx, "1.2.3.4", tok, "dev2"); err == nil {
-		t.Fatal("bound token accepted for another device")
-	}
-	if _, err := a.Check(ctx, "1.2.3.4", tok+"x", "dev1"); err == nil {
-		t.Fatal("wrong token accepted")
-	}
-	for i := 0; i < 20; i++ {
-		a.Check(ctx, "5.6.7.8", "nope", "d")
-	}
-	if _, err := a.Check(ctx, "5.6.7.8", tok, "dev1"); err == nil {
-		t.Fatal("an address past the failure limit was let in")
-	}
-	if _, err := a.Check(ctx, "1.2.3.5", tok, "dev1"); err != nil {
-		t.Fatalf("another address is not limited: %v", err)
-	}
-}

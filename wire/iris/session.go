@@ -48,10 +48,11 @@ func Is(data []byte) bool {
 
 // Session is one authenticated Iris connection.
 type Session struct {
-	cfg  Config
-	conn *hub.Conn
-	ctx  context.Context
-	stop context.CancelFunc
+	cfg   Config
+	conn  *hub.Conn
+	token string // the id of the token it said hello with
+	ctx   context.Context
+	stop  context.CancelFunc
 
 	syncMu sync.Mutex
 	// Pulls are served one after another, in the order asked: binary
@@ -78,8 +79,13 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	if h.Caps.MinProtocol > Version {
 		return nil, fatal(id, core.Errorf(core.CodeUnsupported, "this gateway speaks Iris v%d; the app needs v%d", Version, h.Caps.MinProtocol), "unsupported protocol version")
 	}
-	if _, err := cfg.Auth.Check(ctx, remoteAddr, h.Token, h.DeviceID); err != nil {
-		return nil, fatal(id, err, string(core.AsError(err).Code))
+	grant, err := cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectIris, Addr: remoteAddr, Token: h.Token, Device: h.DeviceID})
+	if err != nil {
+		code := core.AsError(err).Code
+		if code == core.CodeForbidden { // auth in Iris's enum, as errorFrame says
+			code = core.CodeAuth
+		}
+		return nil, fatal(id, err, string(code))
 	}
 	if h.DeviceID == "" {
 		h.DeviceID = core.NewID("dev_anon_")
@@ -89,7 +95,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 		return nil, fatal(id, err, "internal error")
 	}
 	sctx, stop := context.WithCancel(context.Background())
-	s := &Session{cfg: cfg, conn: conn, ctx: sctx, stop: stop}
+	s := &Session{cfg: cfg, conn: conn, token: grant.TokenID, ctx: sctx, stop: stop}
 	push := cfg.Push
 	if push == "" {
 		push = "none"
@@ -110,6 +116,15 @@ func fatal(id int64, err error, reason string) *Fatal {
 
 // Conn is the session's hub connection.
 func (s *Session) Conn() *hub.Conn { return s.conn }
+
+// TokenID is the id of the token the session said hello with.
+func (s *Session) TokenID() string { return s.token }
+
+// Revoked is the error that ends a session whose token was revoked: an
+// auth error frame, then a close with 1008 (reason "auth").
+func Revoked() *Fatal {
+	return fatal(0, core.Errorf(core.CodeAuth, "this token was revoked"), string(core.CodeAuth))
+}
 
 // Close ends the session's background work (a running sync).
 func (s *Session) Close() {

@@ -102,7 +102,10 @@ func New(cfg Config) *Dialect {
 			cfg.Log.Warn("mobile: ignoring an extra token that is not device_id=token")
 			continue
 		}
-		d.access.Bindings[dev] = append(d.access.Bindings[dev], tok)
+		// Keyed by the device's id in the gateway: such an entry binds
+		// the phone, never an Iris device of the same name.
+		hub := SessionPrefix + dev
+		d.access.Bindings[hub] = append(d.access.Bindings[hub], tok)
 	}
 	return d
 }
@@ -126,9 +129,11 @@ func (d *Dialect) sendTo(device string, data []byte) {
 // Peer is where a connection comes from.
 type Peer struct {
 	Addr string
-	// Loopback is a connection from 127.0.0.0/8 or ::1 that did not come
-	// through a proxy: such a connection may send deliver.
-	Loopback bool
+	// Local is a connection over the gateway's admin socket, which only
+	// its owner's processes can open: such a connection may send deliver
+	// without a delivery token. A loopback TCP address proves nothing of
+	// the kind (a reverse proxy on the same host makes everyone loopback).
+	Local bool
 }
 
 // Session is one authenticated Hermes Mobile connection.
@@ -141,7 +146,8 @@ type Session struct {
 	name     string
 	lane     core.Lane
 	deliver  bool // a delivery token
-	loopback bool
+	local    bool // over the admin socket
+	token    string
 
 	// The read loop's own state.
 	uploads   map[string]*upload
@@ -168,7 +174,8 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 		rand.Read(b[:])
 		h.DeviceID = "dev-" + hex.EncodeToString(b[:])
 	}
-	grant, err := d.cfg.Auth.CheckMobile(ctx, peer.Addr, h.Token, h.DeviceID, d.access)
+	grant, err := d.cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectMobile, Addr: peer.Addr, Token: h.Token,
+		Device: SessionPrefix + h.DeviceID, Mobile: &d.access})
 	if err != nil {
 		ce := core.AsError(err)
 		switch ce.Code {
@@ -185,7 +192,7 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	}
 	hubID := SessionPrefix + h.DeviceID
 	s := &Session{d: d, deviceID: h.DeviceID, hubID: hubID, name: h.DeviceName, lane: core.Lane{ChatID: hubID},
-		deliver: grant.Deliver, loopback: peer.Loopback, uploads: map[string]*upload{}}
+		deliver: grant.Deliver, local: peer.Local, token: grant.TokenID, uploads: map[string]*upload{}}
 	// A phone's lane is listed at once; a delivery service's only when
 	// something is sent or delivered into it.
 	if !grant.Deliver {
@@ -235,6 +242,13 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 
 // Conn is the session's hub connection.
 func (s *Session) Conn() *hub.Conn { return s.conn }
+
+// TokenID is the id of the token the session said hello with.
+func (s *Session) TokenID() string { return s.token }
+
+// Revoked is the error that ends a session whose token was revoked:
+// auth_failed (fatal), then a close with 1008.
+func Revoked() *Fatal { return fatal(errorf(CodeAuthFailed, "this token was revoked")) }
 
 // Close ends the session: timers stop and unfinished uploads are freed.
 func (s *Session) Close() {
@@ -325,8 +339,8 @@ func (s *Session) dispatch(ctx context.Context, f *inFrame) *Error {
 	case "ping":
 		s.reply(pongJSON{T: "pong", TS: pingTS(f)})
 	case "deliver":
-		if !s.loopback && !s.deliver {
-			return errorf(CodeForbidden, "deliver is accepted only from cron: a loopback connection or a delivery token")
+		if !s.local && !s.deliver {
+			return errorf(CodeForbidden, "deliver is accepted only from cron: a connection with a delivery token, or one over the gateway's admin socket")
 		}
 		d, e := parseDeliver(f)
 		if e != nil {

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/wire/iris"
+	"github.com/irisgate/irisgate/wire/mobile"
+)
+
+// tokenConns indexes the live connections by the token they said hello
+// with, so that revoking a token ends its sessions at once.
+type tokenConns struct {
+	mu    sync.Mutex
+	conns map[string]map[*hub.Conn]string // token id → connection → dialect name
+	// revoked remembers recent revocations: a hello checked just before
+	// its token was revoked registers just after, and is ended then.
+	revoked map[string]time.Time
+}
+
+// revokedMemory is how long a revocation is remembered for hellos in
+// flight: far longer than a hello takes between its check and its
+// registration (one store write).
+const revokedMemory = 10 * time.Minute
+
+// add registers conn under token; false means the token was revoked
+// meanwhile and conn has been closed.
+func (t *tokenConns) add(token string, conn *hub.Conn, dialect string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, gone := t.revoked[token]; gone {
+		endRevoked(conn, dialect)
+		return false
+	}
+	if t.conns == nil {
+		t.conns = map[string]map[*hub.Conn]string{}
+	}
+	m := t.conns[token]
+	if m == nil {
+		m = map[*hub.Conn]string{}
+		t.conns[token] = m
+	}
+	m[conn] = dialect
+	return true
+}
+
+func (t *tokenConns) remove(token string, conn *hub.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.conns[token]; m != nil {
+		delete(m, conn)
+		if len(m) == 0 {
+			delete(t.conns, token)
+		}
+	}
+}
+
+// revoke ends every live connection of token with its dialect's auth
+// error and returns how many there were.
+func (t *tokenConns) revoke(token string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if t.revoked == nil {
+		t.revoked = map[string]time.Time{}
+	}
+	for k, at := range t.revoked {
+		if now.Sub(at) > revokedMemory {
+			delete(t.revoked, k)
+		}
+	}
+	t.revoked[token] = now
+	m := t.conns[token]
+	delete(t.conns, token)
+	for conn, dialect := range m {
+		endRevoked(conn, dialect)
+	}
+	return len(m)
+}
+
+// endRevoked queues the dialect's auth error and closes the connection
+// after it with 1008.
+func endRevoked(conn *hub.Conn, dialect string) {
+	var frame []byte
+	var reason string
+	if dialect == "mobile" {
+		f := mobile.Revoked()
+		frame, reason = f.Frame, f.Reason
+	} else {
+		f := iris.Revoked()
+		frame, reason = f.Frame, f.Reason
+	}
+	conn.Send(hub.Out{Data: frame})
+	conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
+}
+
+// Revoke ends the live sessions of a token that was just revoked (both
+// dialects: an error frame with the dialect's auth code, then close 1008)
+// and returns how many it ended. Hellos checked before the revocation and
+// not yet registered are ended as they register.
+func (s *Server) Revoke(tokenID string) int { return s.tokens.revoke(tokenID) }
