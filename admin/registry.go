@@ -62,9 +62,12 @@ func entryName(dataDir string) string {
 	return hex.EncodeToString(h[:8]) + ".sock"
 }
 
-// Register announces the gateway serving dataDir (an absolute path) to
-// this user's commands; the returned function withdraws it.
+// Register announces the gateway serving dataDir to this user's commands; the returned function withdraws it.
 func Register(dataDir string) (func(), error) {
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return func() {}, err
+	}
 	dir, err := registryDir(true)
 	if err != nil {
 		return func() {}, err

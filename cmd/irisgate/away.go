@@ -19,9 +19,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/server"
-	"github.com/irisgate/irisgate/store"
 )
 
 // PushFlags configure the push backends of serve.
@@ -41,14 +41,17 @@ func (p PushFlags) config() server.PushConfig {
 		WebPush: p.WebPush, WebPushSubscriber: p.WebPushContact, Content: p.PushContent}
 }
 
-// SendCmd posts into a channel through the running gateway.
+// SendCmd posts into a channel through the running gateway: on this
+// machine through its admin socket (no token), on another over HTTP with
+// a delivery token.
 type SendCmd struct {
-	URL    string `help:"The gateway's HTTP address." default:"http://localhost:8787" env:"IRISGATE_HTTP_URL"`
-	To     string `help:"Channel id to post into." required:""`
+	dataFlag
+	URL    string `help:"The gateway's HTTP address, when it runs on another machine (then --token is needed); without it the gateway on this machine is used." env:"IRISGATE_HTTP_URL"`
+	To     string `help:"Channel to post into: its id or its name (irisgate channels lists them)." required:""`
 	Thread string `help:"Thread id inside the channel."`
 	Text   string `help:"The text (- reads standard input); with --file, the file's caption."`
 	File   string `help:"A file to send: streamed into the gateway's media store, then posted." type:"existingfile"`
-	Token  string `help:"Delivery token, when the gateway is not on this machine." env:"IRISGATE_DELIVER_TOKEN"`
+	Token  string `help:"Delivery token (one of the gateway's --deliver-tokens), for --url." env:"IRISGATE_DELIVER_TOKEN"`
 }
 
 // Validate implements kong.Validatable.
@@ -60,8 +63,8 @@ func (c *SendCmd) Validate() error {
 }
 
 // Run implements the command.
-func (c *SendCmd) Run() error {
-	return c.send(context.Background(), os.Stdin, os.Stdout, os.Stderr)
+func (c *SendCmd) Run(o *cliIO) error {
+	return c.send(context.Background(), os.Stdin, o.Out, o.Err)
 }
 
 // sendProgressMin is the file size from which send reports its progress.
@@ -78,11 +81,21 @@ func (c *SendCmd) send(ctx context.Context, stdin io.Reader, stdout, stderr io.W
 		}
 		text = string(b)
 	}
+	// The request goes to the gateway on this machine through its admin
+	// socket, or over HTTP to --url.
+	do := (&http.Client{Timeout: 30 * time.Second}).Do
 	url := strings.TrimRight(c.URL, "/") + "/api/send"
+	if c.URL == "" {
+		ac, err := c.connect(ctx, false)
+		if err != nil {
+			return err
+		}
+		defer ac.Close()
+		do, url = ac.Do, "http://irisgate/api/send"
+	}
 	var (
-		req    *http.Request
-		err    error
-		client = &http.Client{Timeout: 30 * time.Second}
+		req *http.Request
+		err error
 	)
 	if c.File == "" {
 		body, _ := json.Marshal(map[string]string{"chat_id": c.To, "thread_id": c.Thread, "text": text})
@@ -93,7 +106,9 @@ func (c *SendCmd) send(ctx context.Context, stdin io.Reader, stdout, stderr io.W
 		req.Header.Set("Content-Type", "application/json")
 	} else {
 		// A large file takes as long as it takes: no overall timeout.
-		client = &http.Client{}
+		if c.URL != "" {
+			do = (&http.Client{}).Do
+		}
 		var wait func()
 		if req, wait, err = c.fileRequest(ctx, url, text, stderr); err != nil {
 			return err
@@ -103,8 +118,11 @@ func (c *SendCmd) send(ctx context.Context, stdin io.Reader, stdout, stderr io.W
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	res, err := client.Do(req)
+	res, err := do(req)
 	if err != nil {
+		if c.URL == "" {
+			return err
+		}
 		return fmt.Errorf("is the gateway running at %s? %w", c.URL, err)
 	}
 	defer res.Body.Close()
@@ -125,7 +143,11 @@ func (c *SendCmd) send(ctx context.Context, stdin io.Reader, stdout, stderr io.W
 		if out.Error.Code == "" {
 			return fmt.Errorf("the gateway answered %s", res.Status)
 		}
-		return fmt.Errorf("the gateway refused: %s (%s)", out.Error.Message, out.Error.Code)
+		err := fmt.Errorf("the gateway refused: %s (%s)", out.Error.Message, out.Error.Code)
+		if res.StatusCode == http.StatusForbidden && c.Token == "" {
+			return &admin.Hinted{Err: err, Hint: "give a delivery token with --token (IRISGATE_DELIVER_TOKEN), or run irisgate send without --url on the gateway's machine"}
+		}
+		return err
 	}
 	for _, m := range out.Media {
 		fmt.Fprintf(stderr, "sent %s (%s, sha256 %s) as %s\n", m.Filename, humanBytes(m.Size), m.SHA256, m.MediaID)
@@ -224,8 +246,9 @@ func (p *progress) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// CronCmd manages scheduled jobs in the data directory; a running gateway
-// picks changes up within a second.
+// CronCmd manages scheduled jobs: through the running gateway's admin
+// socket, or in the data directory when none runs (a gateway picks up
+// changes within a second either way).
 type CronCmd struct {
 	Add    CronAddCmd  `cmd:"" help:"Add a job."`
 	List   CronListCmd `cmd:"" help:"List jobs."`
@@ -239,46 +262,66 @@ type CronCmd struct {
 type CronAddCmd struct {
 	dataFlag
 	Schedule string `arg:"" help:"5-field cron expression (\"0 9 * * 1-5\"), \"every 30m\", a delay (\"30m\") or a time (\"2026-12-01T09:00\")."`
-	Prompt   string `help:"Prompt run through the agent; its answer is posted ([SILENT] posts nothing)." xor:"what" required:""`
-	Text     string `help:"Fixed text to post instead." xor:"what" required:""`
-	To       string `help:"Channel id to post into." default:"default"`
+	Prompt   string `help:"Prompt run through the agent; its answer is posted ([SILENT] posts nothing). Give this or --text." xor:"what"`
+	Text     string `help:"Fixed text to post instead of a prompt's answer." xor:"what"`
+	To       string `help:"Channel to post into: its id or its name (irisgate channels lists them)." default:"default"`
 	Thread   string `help:"Thread id inside the channel."`
 	Name     string `help:"A name for the job."`
 }
 
-// Run implements the command.
-func (c *CronAddCmd) Run() error {
-	st, err := c.open()
-	if err != nil {
-		return err
+// Validate implements kong.Validatable.
+func (c *CronAddCmd) Validate() error {
+	if c.Prompt == "" && c.Text == "" {
+		return errors.New("give --prompt (run through the agent) or --text (posted as is)")
 	}
-	defer st.Close()
-	j, err := cron.Add(context.Background(), st, store.CronJob{Name: c.Name, Schedule: c.Schedule, Prompt: c.Prompt, Text: c.Text, ChatID: c.To, ThreadID: c.Thread}, time.Now())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("added %s, next run %s\n", j.ID, cron.When(j.NextRun))
 	return nil
+}
+
+// Run implements the command.
+func (c *CronAddCmd) Run(o *cliIO) error {
+	ctx := context.Background()
+	ac, err := c.connect(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer ac.Close()
+	j, err := ac.AddJob(ctx, admin.JobSpec{Name: c.Name, Schedule: c.Schedule, Prompt: c.Prompt, Text: c.Text, ChatID: c.To, ThreadID: c.Thread})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "added %s %q into %s, next run %s\n", j.ID, j.Name, target(j), cron.When(j.NextRun))
+	if !ac.Live() {
+		fmt.Fprintf(o.Err, "no gateway is running on %s: the job runs once one does\n", ac.DataDir())
+	}
+	return nil
+}
+
+func target(j admin.Job) string {
+	if j.ThreadID != "" {
+		return j.ChatID + "/" + j.ThreadID
+	}
+	return j.ChatID
 }
 
 // CronListCmd lists jobs.
 type CronListCmd struct{ dataFlag }
 
 // Run implements the command.
-func (c *CronListCmd) Run() error {
-	st, err := c.open()
+func (c *CronListCmd) Run(o *cliIO) error {
+	ctx := context.Background()
+	ac, err := c.connect(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	jobs, err := st.CronJobs(context.Background())
+	defer ac.Close()
+	jobs, err := ac.Jobs(ctx)
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tNAME\tSCHEDULE\tCHANNEL\tSTATE\tLAST RUN\tNEXT RUN\tLAST ERROR")
 	for _, j := range jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Schedule, j.ChatID, cron.State(j), cron.When(j.LastRun), cron.When(j.NextRun), j.LastErr)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Schedule, target(j), j.State, cron.When(j.LastRun), cron.When(j.NextRun), j.LastErr)
 	}
 	return w.Flush()
 }
@@ -286,17 +329,36 @@ func (c *CronListCmd) Run() error {
 // CronIDCmd acts on one job; which action is the command's name.
 type CronIDCmd struct {
 	dataFlag
-	ID string `arg:"" help:"Job id (cron_…)."`
+	ID string `arg:"" help:"Job id (cron_…), as cron list shows it."`
 }
 
-// Run implements pause, resume, rm and run.
-func (c *CronIDCmd) Run(kctx *kong.Context) error {
-	st, err := c.open()
+// Run implements pause, resume, rm and run, and says what it did.
+func (c *CronIDCmd) Run(kctx *kong.Context, o *cliIO) error {
+	ctx := context.Background()
+	ac, err := c.connect(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer ac.Close()
 	action := strings.Fields(kctx.Command())[1] // "cron pause <id>"
-	_, err = cron.Act(context.Background(), st, action, c.ID, time.Now())
-	return err
+	j, err := ac.ActOnJob(ctx, action, c.ID)
+	if err != nil {
+		return err
+	}
+	job := fmt.Sprintf("%s %q", j.ID, j.Name)
+	switch action {
+	case cron.ActPause:
+		fmt.Fprintf(o.Out, "paused %s: it will not run until resumed\n", job)
+	case cron.ActResume:
+		fmt.Fprintf(o.Out, "resumed %s, next run %s\n", job, cron.When(j.NextRun))
+	case cron.ActRemove:
+		fmt.Fprintf(o.Out, "removed %s\n", job)
+	case cron.ActRun:
+		if ac.Live() {
+			fmt.Fprintf(o.Out, "%s runs now, into %s\n", job, target(j))
+		} else {
+			fmt.Fprintf(o.Out, "%s will run into %s as soon as a gateway starts on %s\n", job, target(j), ac.DataDir())
+		}
+	}
+	return nil
 }

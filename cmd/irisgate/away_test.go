@@ -12,12 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 func hexSum(b []byte) string {
@@ -57,7 +56,7 @@ func TestSendFileCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := &SendCmd{URL: "http://" + g.Addr, To: "default", File: path, Text: "Tonight's backup"}
+	cmd := &SendCmd{dataFlag: dataFlag{Data: g.Dir}, To: "default", File: path, Text: "Tonight's backup"}
 	if err := cmd.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +105,7 @@ func TestSendFileCommand(t *testing.T) {
 	os.WriteFile(small, []byte("hello\n"), 0o600)
 	stdout.Reset()
 	stderr.Reset()
-	if err := (&SendCmd{URL: "http://" + g.Addr, To: "default", File: small}).send(context.Background(), nil, &stdout, &stderr); err != nil {
+	if err := (&SendCmd{dataFlag: dataFlag{Data: g.Dir}, To: "default", File: small}).send(context.Background(), nil, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(stderr.String(), "sending") || !strings.HasPrefix(stderr.String(), "sent note.txt (6 B,") {
@@ -120,7 +119,7 @@ func TestSendFileCommandRefused(t *testing.T) {
 	big := filepath.Join(dir, "big.bin")
 	os.WriteFile(big, pattern(4<<20), 0o600)
 	var stdout, stderr bytes.Buffer
-	err := (&SendCmd{URL: "http://" + g.Addr, To: "default", File: big}).send(context.Background(), nil, &stdout, &stderr)
+	err := (&SendCmd{dataFlag: dataFlag{Data: g.Dir}, To: "default", File: big}).send(context.Background(), nil, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "media_too_large") || !strings.Contains(err.Error(), "limit of 1048576 bytes") {
 		t.Fatalf("too large: %v", err)
 	}
@@ -132,7 +131,7 @@ func TestSendFileCommandRefused(t *testing.T) {
 	}
 	small := filepath.Join(dir, "ok.txt")
 	os.WriteFile(small, []byte("ok"), 0o600)
-	err = (&SendCmd{URL: "http://" + g.Addr, To: "chan_nope", File: small}).send(context.Background(), nil, &stdout, &stderr)
+	err = (&SendCmd{dataFlag: dataFlag{Data: g.Dir}, To: "chan_nope", File: small}).send(context.Background(), nil, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("unknown channel: %v", err)
 	}
@@ -145,7 +144,7 @@ func TestSendTextCommand(t *testing.T) {
 	g := testgw.Start(t)
 	d := g.Dial(t, "laptop")
 	var stdout, stderr bytes.Buffer
-	cmd := &SendCmd{URL: "http://" + g.Addr, To: "default", Text: "-"}
+	cmd := &SendCmd{dataFlag: dataFlag{Data: g.Dir}, To: "default", Text: "-"}
 	if err := cmd.send(context.Background(), strings.NewReader("disk almost full"), &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
@@ -156,62 +155,78 @@ func TestSendTextCommand(t *testing.T) {
 	}
 }
 
-// TestCronCommands runs irisgate cron through its real command line: the
-// actions share cron.Act with /cron and the agent's tool.
+// TestCronCommands runs irisgate cron through its real command line, on
+// a data directory no gateway runs on: the actions share cron.Act with
+// /cron and the agent's tool, and each says what it did.
 func TestCronCommands(t *testing.T) {
 	dir := t.TempDir()
-	run := func(args ...string) error {
-		var cli CLI
-		p, err := kong.New(&cli, kong.Name("irisgate"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kctx, err := p.Parse(append(args, "--data", dir))
-		if err != nil {
-			return err
-		}
-		return kctx.Run()
+	cli := func(args ...string) (int, string, string) { return irisgate(t, append(args, "--data", dir)...) }
+	code, out, errOut := cli("cron", "add", "every 2h", "--text", "Drink water", "--name", "water")
+	if code != 0 || !strings.HasPrefix(out, "added cron_") || !strings.Contains(out, `"water" into default, next run `) ||
+		!strings.Contains(errOut, "no gateway is running") {
+		t.Fatalf("add: %d %q %q", code, out, errOut)
 	}
-	if err := run("cron", "add", "every 2h", "--text", "Drink water", "--name", "water"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dataFlag{Data: dir}.open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := st.CronJobs(context.Background())
-	st.Close()
-	if len(jobs) != 1 || jobs[0].Name != "water" || jobs[0].ChatID != "default" {
-		t.Fatalf("jobs %+v", jobs)
-	}
-	id := jobs[0].ID
-	job := func() (enabled bool, found bool) {
-		st, err := dataFlag{Data: dir}.open()
+	jobs := func() []store.CronJob {
+		st, err := store.Open(filepath.Join(dir, server.DBFile))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		j, err := st.CronJob(context.Background(), id)
-		return j.Enabled, err == nil
+		js, _ := st.CronJobs(context.Background())
+		return js
 	}
+	js := jobs()
+	if len(js) != 1 || js[0].Name != "water" || js[0].ChatID != "default" {
+		t.Fatalf("jobs %+v", js)
+	}
+	id := js[0].ID
 	for _, step := range []struct {
-		action        string
+		action, says  string
 		enabled, kept bool
-	}{{"pause", false, true}, {"resume", true, true}, {"pause", false, true}, {"run", true, true}, {"rm", false, false}} {
-		if err := run("cron", step.action, id); err != nil {
-			t.Fatalf("%s: %v", step.action, err)
+	}{
+		{"pause", `paused ` + id + ` "water": it will not run until resumed`, false, true},
+		{"resume", `resumed ` + id + ` "water", next run `, true, true},
+		{"pause", `paused `, false, true},
+		{"run", id + ` "water" will run into default as soon as a gateway starts on ` + dir, true, true},
+		{"rm", `removed ` + id + ` "water"`, false, false},
+	} {
+		code, out, errOut := cli("cron", step.action, id)
+		if code != 0 || !strings.HasPrefix(out, step.says) {
+			t.Fatalf("%s: %d %q %q", step.action, code, out, errOut)
 		}
-		if enabled, found := job(); enabled != step.enabled || found != step.kept {
+		js := jobs()
+		if enabled, found := len(js) == 1 && js[0].Enabled, len(js) == 1; enabled != step.enabled || found != step.kept {
 			t.Fatalf("after %s: enabled %v, kept %v", step.action, enabled, found)
 		}
+		if step.action == "pause" {
+			// A paused job shows no next run.
+			_, list, _ := cli("cron", "list")
+			if row := lineWith(list, id); !strings.Contains(row, "paused") || !strings.HasSuffix(strings.TrimSpace(row), "-") {
+				t.Fatalf("cron list after pause:\n%s", list)
+			}
+		}
 	}
-	if err := run("cron", "pause", id); err == nil || !strings.Contains(err.Error(), "no cron job") {
-		t.Fatalf("pausing a removed job: %v", err)
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"cron", "pause", id}, "irisgate: no cron job"},
+		{[]string{"cron", "add", "whenever", "--text", "x"}, "not a schedule"},
+		{[]string{"cron", "add", "every 1h", "--text", "x", "--to", "chan_nope"}, "unknown channel"},
+	} {
+		code, out, errOut := cli(tc.args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, tc.says) || strings.Contains(errOut, "Usage:") {
+			t.Fatalf("%v: %d %q %q", tc.args, code, out, errOut)
+		}
 	}
-	if err := run("cron", "add", "whenever", "--text", "x"); err == nil || !strings.Contains(err.Error(), "not a schedule") {
-		t.Fatalf("a bad schedule: %v", err)
+}
+
+// lineWith is the line of text that contains s.
+func lineWith(text, s string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
 	}
-	if err := run("cron", "add", "every 1h", "--text", "x", "--to", "chan_nope"); err == nil || !strings.Contains(err.Error(), "unknown channel") {
-		t.Fatalf("an unknown channel: %v", err)
-	}
+	return ""
 }

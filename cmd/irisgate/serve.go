@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
@@ -31,9 +32,17 @@ type ServeCmd struct {
 	HelloTimeout  time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
 	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
 	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
+	TrustFlags
 	AgentFlags
 	PushFlags
 	MobileFlags
+}
+
+// TrustFlags say whom the gateway believes about where a request comes
+// from (README: "Behind a reverse proxy").
+type TrustFlags struct {
+	TrustedProxies []string `help:"Reverse proxies (addresses or CIDRs, e.g. 127.0.0.1,10.0.0.0/8) whose X-Forwarded-For, Forwarded or X-Real-IP headers name the real client; from any other peer those headers are ignored." env:"IRISGATE_TRUSTED_PROXIES" group:"Trust"`
+	AllowedOrigins []string `help:"Web origins besides the gateway's own whose pages may connect (e.g. https://app.example.com)." env:"IRISGATE_ALLOWED_ORIGINS" group:"Trust"`
 }
 
 // MobileFlags configure the Hermes Mobile dialect of serve (its delivery
@@ -53,15 +62,29 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	proxies, err := server.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	ag, err := c.AgentFlags.build(log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	app, err := server.Open(c.appConfig(log, ag))
+	cfg := c.appConfig(log, ag)
+	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
+	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	// Commands run elsewhere than ./ find this gateway through the
+	// registry of the user's running gateways.
+	if unregister, err := admin.Register(cfg.DataDir); err != nil {
+		log.Warn("commands run outside this directory will not find the gateway without --data", "err", err)
+	} else {
+		defer unregister()
 	}
 	url := wsURL(ln.Addr())
 	log.Info("irisgate listening", "ws", url, "data", c.Data, "agent", app.GW.Agent().Name())
@@ -95,7 +118,7 @@ func (c *ServeCmd) Run() error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Token: c.Token, Log: log,
+		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(),
 		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 		Media: media.Limits{MaxSize: c.MaxMedia},
