@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -42,6 +43,9 @@ type Auth struct {
 	fails  *failures
 	failed *prometheus.CounterVec // by dialect and reason
 	locked *prometheus.CounterVec // addresses that began to be throttled, by dialect
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by StopDelays
 }
 
 // AuthConfig configures NewAuthWith.
@@ -88,7 +92,7 @@ func NewAuthWith(st *store.Store, cfg AuthConfig) *Auth {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Auth{st: st, log: cfg.Log, fails: newFailures(cfg.Limits),
+	a := &Auth{st: st, log: cfg.Log, fails: newFailures(cfg.Limits), stopped: make(chan struct{}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_failures_total",
 			Help: "Refused hellos, by dialect and reason."}, []string{"dialect", "reason"}),
 		locked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_lockouts_total",
@@ -100,6 +104,10 @@ func NewAuthWith(st *store.Store, cfg AuthConfig) *Auth {
 	}
 	return a
 }
+
+// StopDelays answers every delayed failure now, and any later one at
+// once: a shutdown does not wait for them.
+func (a *Auth) StopDelays() { a.stopOnce.Do(func() { close(a.stopped) }) }
 
 // Collectors are Auth's metrics, for the gateway's registry.
 func (a *Auth) Collectors() []prometheus.Collector { return []prometheus.Collector{a.failed, a.locked} }
@@ -194,6 +202,8 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
+		case <-a.stopped:
 			t.Stop()
 		}
 	}

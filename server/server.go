@@ -168,6 +168,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		w.cut()
 	}
 	s.mu.Unlock()
+	s.auth.StopDelays() // failing hellos held back are answered now
 	s.gw.Shutdown(ctx)
 	s.gw.Hub().Each(func(c *hub.Conn) { c.Close(errGoingAway) })
 	done := make(chan struct{})
