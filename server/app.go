@@ -178,6 +178,8 @@ func Open(cfg AppConfig) (*App, error) {
 	}()
 	go func() { defer a.wg.Done(); a.Hub.Run(ctx, 2*time.Second) }()
 	go func() { defer a.wg.Done(); a.Srv.Run(ctx) }()
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.Srv.watchTokens(ctx, time.Second) }()
 	// Serve only once what the last run left open is settled: a turn
 	// started before would be taken for one a crash left behind.
 	<-a.GW.Recovered()

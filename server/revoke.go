@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +97,55 @@ func endRevoked(conn *hub.Conn, dialect string) {
 	}
 	conn.Send(hub.Out{Data: frame})
 	conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
+}
+
+// stored lists the stored tokens (tok_…) that have live connections: the
+// fixed, bound and delivery tokens of the configuration cannot be revoked.
+func (t *tokenConns) stored() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []string
+	for id := range t.conns {
+		if strings.HasPrefix(id, "tok_") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// watchTokens ends, within a tick, the sessions of tokens that left the
+// database some other way than the admin socket (whose revocations end
+// them at once): an irisgate older than the admin socket revoking on the
+// data directory itself, or a hand edit. It reads the tokens only while
+// stored tokens have live connections.
+func (s *Server) watchTokens(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live := s.tokens.stored()
+		if len(live) == 0 {
+			continue
+		}
+		toks, err := s.gw.Store().Tokens(ctx)
+		if err != nil {
+			continue
+		}
+		have := make(map[string]bool, len(toks))
+		for _, tk := range toks {
+			have[tk.ID] = true
+		}
+		for _, id := range live {
+			if !have[id] {
+				n := s.Revoke(id)
+				s.log.Info("a token was removed from the database: its connections are closed", "token_id", id, "closed_connections", n)
+			}
+		}
+	}
 }
 
 // Revoke ends the live sessions of a token that was just revoked (both

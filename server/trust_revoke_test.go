@@ -18,9 +18,11 @@ import (
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 func TestRevokeEndsTheTokensSessions(t *testing.T) {
@@ -136,4 +138,38 @@ func TestSecondGatewayRefused(t *testing.T) {
 	g.Dial(t, "laptop").MustDo("ping", client.Lane{}, nil)
 	g.Close()
 	testgw.StartIn(t, g.Dir).Dial(t, "laptop").MustDo("ping", client.Lane{}, nil)
+}
+
+// TestTokenDeletedByAnotherWriterEndsItsSessions: a token deleted from the
+// database by another writer than the gateway (an irisgate older than the
+// admin socket revoking on the data directory, as main's did) still ends
+// its sessions, within the watch's second.
+func TestTokenDeletedByAnotherWriterEndsItsSessions(t *testing.T) {
+	g := mobileGW(t)
+	ctx := context.Background()
+	tok, rec, err := gateway.CreateToken(ctx, g.App.Store, "old cli", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.DialErr(t, "browser", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone := connectPhoneWith(t, g, nil, mhello(tok, "tel-1", "Phone"))
+	phone.barrier()
+	other, err := store.Open(filepath.Join(g.Dir, server.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.RevokeToken(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if f := d.Expect("error", nil); testgw.Str(t, f, "code") != "auth" {
+		t.Fatalf("the browser got %s", f.Raw)
+	}
+	if st := closed(t, d); st != websocket.StatusPolicyViolation {
+		t.Fatalf("the browser closed with %v", st)
+	}
+	phone.refused("auth_failed")
 }
