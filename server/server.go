@@ -128,7 +128,7 @@ func (s *Server) Handler() http.Handler {
 	if s.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	}
-	return mux
+	return s.sameOriginWrites(mux)
 }
 
 // Run pings every connection periodically until ctx ends.
