@@ -247,6 +247,10 @@ func (b *browser) wheel(sel string, dy float64) {
 		return err
 	}))
 	b.wait("the wheel to scroll "+sel, fmt.Sprintf(`document.querySelector(%s).scrollTop !== %v`, js(sel), before))
+	// A wheel's scroll may be animated: wait until it has come to rest.
+	eval[bool](b, `new Promise(r => { const t = document.querySelector(`+js(sel)+`); let last = t.scrollTop, still = 0;
+		const f = () => { if (t.scrollTop === last) { if (++still >= 5) return r(true); } else { still = 0; last = t.scrollTop; } requestAnimationFrame(f); };
+		requestAnimationFrame(f); })`)
 }
 
 // wheelParams are Input.dispatchMouseEvent's for a wheel: the protocol
