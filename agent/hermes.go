@@ -85,6 +85,10 @@ const (
 	// roles they do not know.
 	hermesSessionRole = "hermes_session" // Content: the lane's Hermes session id
 	hermesSteerRole   = "hermes_steer"   // Content: a note for the next run
+	// hermesSteeredRole is a note a run took mid-way (Content: the note).
+	// It is not a "user" entry: that would end the notes still owed to the
+	// next run.
+	hermesSteeredRole = "hermes_steered"
 )
 
 // NewHermes makes the bridge. It does not contact Hermes.
@@ -208,6 +212,7 @@ type hermesStatus struct {
 	Status    string       `json:"status"`
 	SessionID string       `json:"session_id"`
 	LastEvent string       `json:"last_event"`
+	UpdatedAt float64      `json:"updated_at"`
 	Output    string       `json:"output"`
 	Usage     *hermesUsage `json:"usage"`
 	Error     string       `json:"error"`
@@ -250,6 +255,8 @@ func readLaneState(history []Msg, budget int) laneState {
 			st.session = m.Content
 		case hermesSteerRole:
 			st.steers = append(st.steers, m.Content)
+		case hermesSteeredRole:
+			st.history = append(st.history, hermesMsg{Role: "user", Content: steerNote + m.Content})
 		case "user", "assistant":
 			if m.Role == "user" {
 				st.steers = nil // taken by the run that sent this

@@ -45,7 +45,8 @@ type hermesApproval struct {
 	command     string
 	description string
 	choices     []string
-	tools       []int // the tools running when it was asked: one of them asked
+	tools       []int   // the tools running when it was asked: one of them asked
+	asked       float64 // the event's timestamp, Hermes's clock
 	cancel      context.CancelFunc
 	answers     chan approvalResult // cap 1: the asking goroutine's result
 }
@@ -91,7 +92,7 @@ func (r *hermesRun) ask(ctx context.Context, ev hermesEvent) {
 	if r.ap != nil {
 		r.expire(fmt.Sprintf("Hermes asked about another command meanwhile, `%s`", ev.Command))
 	}
-	a := &hermesApproval{requestID: ev.RequestID, command: ev.Command, description: orText(ev.Description, "Hermes asks before running this command."), choices: offered(ev.Choices)}
+	a := &hermesApproval{requestID: ev.RequestID, command: ev.Command, description: orText(ev.Description, "Hermes asks before running this command."), choices: offered(ev.Choices), asked: ev.Timestamp}
 	for _, tl := range r.tools {
 		a.tools = append(a.tools, tl.Index)
 	}
@@ -173,10 +174,16 @@ func (r *hermesRun) sendAnswer(ctx context.Context, a *hermesApproval, ans Appro
 }
 
 // stillWaiting checks, for an approval without a request id, that Hermes
-// still waits on an approval and nothing happened since it asked.
+// still waits on an approval and nothing happened since it asked: Hermes
+// stamps the status when it asks (updated_at, within moments of the
+// event's timestamp) and at every tool event after, so a status stamped
+// later, or with another last event, belongs to something newer.
 func (r *hermesRun) stillWaiting(ctx context.Context, a *hermesApproval) bool {
 	st, err := r.h.status(ctx, r.id)
 	if err != nil || st.Status != "waiting_for_approval" || st.LastEvent != "approval.request" {
+		return false
+	}
+	if a.asked > 0 && st.UpdatedAt > 0 && (st.UpdatedAt-a.asked > 0.5 || a.asked-st.UpdatedAt > 0.5) {
 		return false
 	}
 	return st.Approval == nil || st.Approval.Command == a.command

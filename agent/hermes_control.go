@@ -24,7 +24,7 @@ func (r *hermesRun) steer(ctx context.Context, s Steer) {
 		err := r.h.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(r.id)+"/steer", map[string]string{"input": s.Text}, &out)
 		switch {
 		case err == nil && out.Accepted:
-			r.record(Msg{Role: "user", Content: steerNote + s.Text, MessageID: s.MessageID})
+			r.record(Msg{Role: hermesSteeredRole, Content: s.Text, MessageID: s.MessageID})
 			r.emit(Event{Kind: Commentary, Text: "📝 Hermes got your note: it reads it after the step it is on."})
 			return
 		case ctx.Err() != nil:
