@@ -15,7 +15,18 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/internal/fakehermes"
+	"go.uber.org/goleak"
 )
+
+// noLeaks checks, once the test and its fakes are done, that no goroutine
+// it started is left (the questions that wait in their own).
+func noLeaks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		goleak.VerifyNone(t, opt, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"))
+	})
+}
 
 // These tests hold the bridge to Hermes Agent's real run API (the fake
 // copies it; see internal/fakehermes), item by item of issue 14.
@@ -87,6 +98,13 @@ func (a *deferAsker) wait(t *testing.T, what string, cond func(a *deferAsker) bo
 	}
 }
 
+// snap copies what was asked and said.
+func (a *deferAsker) snap() (asked []ApprovalQuestion, ended []error, said []string, applied []bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append(asked, a.asked...), append(ended, a.ended...), append(said, a.said...), append(applied, a.applied...)
+}
+
 func approvalBodies(fake *fakehermes.Server) []map[string]any {
 	var out []map[string]any
 	for _, r := range fake.Requests() {
@@ -121,8 +139,8 @@ func TestHermesApprovalNamesTheRequest(t *testing.T) {
 	if got := fake.Runs()[0].Approvals; len(got) != 1 || got[0] != "once" {
 		t.Fatalf("Hermes took %v", got)
 	}
-	if len(asker.said) != 1 || asker.said[0] != "✅ Allowed once: `rm -rf build` (by phone)" || !asker.applied[0] {
-		t.Fatalf("said %q applied %v", asker.said, asker.applied)
+	if _, _, said, applied := asker.snap(); len(said) != 1 || said[0] != "✅ Allowed once: `rm -rf build` (by phone)" || !applied[0] {
+		t.Fatalf("said %q applied %v", said, applied)
 	}
 }
 
@@ -132,6 +150,7 @@ func TestHermesApprovalNamesTheRequest(t *testing.T) {
 func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(map[bool]string{false: "current", true: "legacy"}[legacy], func(t *testing.T) {
+			noLeaks(t)
 			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: legacy})
 			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
 				fakehermes.ToolStarted("terminal", "rm -rf build"),
@@ -148,12 +167,12 @@ func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
 			done := runTurn(context.Background(), h, Turn{Input: "clean", Asker: asker}, rec)
 			// The person has not answered the first when Hermes gives up on it.
 			asker.wait(t, "the first question withdrawn", func(a *deferAsker) bool { return len(a.ended) >= 1 })
-			if asker.ended[0] == nil || asker.asked[0].Command != "rm -rf build" {
-				t.Fatalf("first question %+v ended %v", asker.asked, asker.ended)
+			if asked, ended, _, _ := asker.snap(); ended[0] == nil || asked[0].Command != "rm -rf build" {
+				t.Fatalf("first question %+v ended %v", asked, ended)
 			}
 			asker.wait(t, "the second question", func(a *deferAsker) bool { return len(a.asked) == 2 })
-			if asker.asked[1].Command != "sudo rm -rf /srv/data" {
-				t.Fatalf("second question %+v", asker.asked[1])
+			if asked, _, _, _ := asker.snap(); asked[1].Command != "sudo rm -rf /srv/data" {
+				t.Fatalf("second question %+v", asked[1])
 			}
 			asker.answers <- "deny"
 			if err := result(t, done); err != nil {
@@ -168,8 +187,8 @@ func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
 				}
 			}
 			rec.waitFor(t, "word on the withdrawn question", commentary("no longer waits for an answer about `rm -rf build`"))
-			if len(asker.said) != 1 || !strings.HasPrefix(asker.said[0], "⛔ Denied: `sudo rm -rf /srv/data` (by phone)") {
-				t.Fatalf("said %q", asker.said)
+			if _, _, said, _ := asker.snap(); len(said) != 1 || !strings.HasPrefix(said[0], "⛔ Denied: `sudo rm -rf /srv/data` (by phone)") {
+				t.Fatalf("said %q", said)
 			}
 		})
 	}
@@ -225,6 +244,7 @@ func startRaw(t *testing.T, fake *fakehermes.Server) string {
 
 // Item 1: another Hermes client answers first; the picker is withdrawn.
 func TestHermesApprovalAnsweredElsewhereIsWithdrawn(t *testing.T) {
+	noLeaks(t)
 	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
 		fakehermes.Approval("rm -rf build", "recursive delete"),
@@ -245,8 +265,8 @@ func TestHermesApprovalAnsweredElsewhereIsWithdrawn(t *testing.T) {
 	if err := result(t, done); err != nil {
 		t.Fatal(err)
 	}
-	if asker.ended[0] == nil {
-		t.Fatal("the question was not withdrawn")
+	if _, ended, _, _ := asker.snap(); len(ended) != 1 || ended[0] == nil {
+		t.Fatalf("the question was not withdrawn: %v", ended)
 	}
 	rec.waitFor(t, "word on it", commentary("answered from another Hermes client: session"))
 }
@@ -359,6 +379,7 @@ func TestHermesSteerReachesTheRun(t *testing.T) {
 // or never read (pending_steer at the end), the note goes with the next
 // message.
 func TestHermesSteerRefusedOrUnreadGoesNext(t *testing.T) {
+	noLeaks(t)
 	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
 		fakehermes.Approval("rm -rf build", "delete"),
@@ -520,7 +541,7 @@ func TestHermesApprovalAskedFromTheStatus(t *testing.T) {
 	if got := fake.Runs()[0].Approvals; len(got) != 1 || got[0] != "once" {
 		t.Fatalf("approvals %v", got)
 	}
-	if len(asker.asked) != 1 || asker.asked[0].Command != "rm -rf /tmp/x" {
-		t.Fatalf("asked %+v", asker.asked)
+	if asked, _, _, _ := asker.snap(); len(asked) != 1 || asked[0].Command != "rm -rf /tmp/x" {
+		t.Fatalf("asked %+v", asked)
 	}
 }
