@@ -220,3 +220,49 @@ func TestModelErrorsWithoutTheOpenAIShape(t *testing.T) {
 		})
 	}
 }
+
+// FuzzThinkSplitter: however the content is cut, the split is the same,
+// and nothing is added to it.
+func FuzzThinkSplitter(f *testing.F) {
+	for _, s := range []string{"<think>a</think>b", "x</think>y", "<thi", "<think><think></think></think>", "a<<think>>b"} {
+		f.Add(s, 2)
+	}
+	f.Fuzz(func(t *testing.T, in string, cut int) {
+		run := func(parts ...string) (string, string) {
+			var s thinkSplitter
+			var text, reasoning string
+			for _, p := range parts {
+				a, b := s.feed(p)
+				text, reasoning = text+a, reasoning+b
+			}
+			a, b := s.flush()
+			return text + a, reasoning + b
+		}
+		if cut < 0 {
+			cut = -cut
+		}
+		cut %= len(in) + 1
+		t1, r1 := run(in)
+		t2, r2 := run(in[:cut], in[cut:])
+		if t1 != t2 || r1 != r2 {
+			t.Fatalf("%q: whole %q/%q, cut at %d %q/%q", in, t1, r1, cut, t2, r2)
+		}
+		if len(t1)+len(r1) > len(in) {
+			t.Fatalf("%q: more out than in: %q/%q", in, t1, r1)
+		}
+	})
+}
+
+// FuzzErrorFields: any error body is read without a panic, and its
+// message is bounded.
+func FuzzErrorFields(f *testing.F) {
+	for _, s := range []string{``, `{"error":{"message":"x","code":503}}`, `{"error":"no"}`, `{"object":"error","message":"m"}`, `{"detail":[{"msg":"bad"}]}`, `<html>502</html>`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg, _, _ := errorFields(body)
+		if len(msg) > len(body) {
+			t.Fatalf("message %q longer than the body", msg)
+		}
+	})
+}
