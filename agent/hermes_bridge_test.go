@@ -545,3 +545,38 @@ func TestHermesApprovalAskedFromTheStatus(t *testing.T) {
 		t.Fatalf("asked %+v", asked)
 	}
 }
+
+// Item 1: with the stream down, the approval shown from the status is
+// withdrawn once the status no longer waits (another client answered).
+func TestHermesApprovalWithdrawnWhenTheStatusMovesOn(t *testing.T) {
+	noLeaks(t)
+	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+	hold := make(chan struct{})
+	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
+		fakehermes.Delta("Let me"), fakehermes.Disconnect(),
+		fakehermes.Approval("rm -rf /tmp/x", "recursive delete"),
+		fakehermes.Hold(hold),
+		fakehermes.Completed("Deleted.", 1, 1),
+	}})
+	asker := newDeferAsker()
+	h := newHermes(t, fake.URL)
+	rec := newHrec()
+	done := runTurn(context.Background(), h, Turn{Input: "go", Asker: asker}, rec)
+	asker.wait(t, "the question", func(a *deferAsker) bool { return len(a.asked) == 1 })
+	req, _ := http.NewRequest(http.MethodPost, fake.URL+"/v1/runs/"+fake.Runs()[0].ID+"/approval", strings.NewReader(`{"choice":"deny"}`))
+	req.Header.Set("Authorization", "Bearer "+hermesKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	asker.wait(t, "the question withdrawn", func(a *deferAsker) bool { return len(a.ended) == 1 && a.ended[0] != nil })
+	rec.waitFor(t, "word on it", commentary("its status is now running"))
+	close(hold)
+	if err := result(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.Runs()[0].Approvals; len(got) != 1 || got[0] != "deny" {
+		t.Fatalf("approvals %v", got)
+	}
+}
