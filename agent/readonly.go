@@ -70,6 +70,9 @@ func splitPipeline(line string) (segs [][]string, ok bool) {
 		case plainByte(c):
 			w.WriteByte(c)
 			inWord = true
+		case c == '~' && inWord && i > 0 && isAlnum(line[i-1]):
+			w.WriteByte(c) // HEAD~1: a tilde expands only at a word's start
+
 		default:
 			return nil, false
 		}
@@ -82,7 +85,11 @@ func splitPipeline(line string) (segs [][]string, ok bool) {
 }
 
 func plainByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_./:=@%+,^-", c) >= 0
+	return isAlnum(c) || strings.IndexByte("_./:=@%+,^-", c) >= 0
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // readOnlyTools are the commands that only read, with the arguments that

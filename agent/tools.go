@@ -171,9 +171,11 @@ func DefaultRules() []Rule {
 	}
 }
 
-// harmlessRedirect is output thrown away or sent where it goes anyway:
-// not a write outside the working directory.
-var harmlessRedirect = regexp.MustCompile(`[0-9&]?>>?\s*/dev/(null|stdout|stderr)\b`)
+// harmlessRedirect is output thrown away, sent where it goes anyway, or
+// sent to the network (bash's /dev/tcp, which the sandbox keeps offline
+// unless the person allows it): not a write to a file outside the working
+// directory.
+var harmlessRedirect = regexp.MustCompile(`[0-9&]?>>?\s*/dev/((null|stdout|stderr)\b|(tcp|udp)/)`)
 
 // Check returns why command is dangerous, or "" when it is not.
 func (p *Policy) Check(command string) string {
