@@ -98,6 +98,8 @@ func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string,
 	var why []string
 	if !ReadOnly(cmdline) {
 		switch {
+		case !walled && ts.Sandbox.Wall() != sandbox.None:
+			why = append(why, "Without namespaces the sandbox cannot keep the gateway's data directory, which lies inside the working directory, out of reach: every command that is not read-only asks.")
 		case !walled:
 			why = append(why, "There is no sandbox here: every command that is not read-only asks.")
 		case mode == AskAll:
@@ -200,6 +202,10 @@ func (c *capped) String() string {
 }
 
 const maxReadFile = 64 << 10
+
+// maxSendFile bounds the copy send_file makes (the media store's own limit,
+// 64 MiB by default, then holds).
+const maxSendFile = 1 << 30
 
 func readFileTool(ts *Tools) *Tool {
 	return &Tool{
@@ -416,9 +422,12 @@ func sendFileTool(ts *Tools) *Tool {
 			if err != nil {
 				return "", err
 			}
+			if st.Size() > maxSendFile {
+				return "", fmt.Errorf("%s is %d bytes; send_file sends at most %d", f.Name(), st.Size(), int64(maxSendFile))
+			}
 			// The gateway stores the file by name: hand it a copy of what
 			// was checked, not a name a link could move meanwhile.
-			copyPath, done, err := sandbox.CopyOut(f, f.Name())
+			copyPath, done, err := sandbox.CopyOut(io.LimitReader(f, maxSendFile+1), f.Name())
 			if err != nil {
 				return "", err
 			}

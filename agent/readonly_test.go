@@ -36,3 +36,25 @@ func TestParseApprovalMode(t *testing.T) {
 		t.Error("an unknown mode parsed")
 	}
 }
+
+// FuzzReadOnly: any line is judged without a panic, and a line judged
+// read-only runs only listed commands.
+func FuzzReadOnly(f *testing.F) {
+	for _, s := range []string{"ls -la", "cat a | grep 'x|y'", `echo "a b"`, "git log HEAD~2", "rm -rf /", "a'b", "|", "x\x00y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if !ReadOnly(line) {
+			return
+		}
+		segs, ok := splitPipeline(line)
+		if !ok {
+			t.Fatalf("%q is read-only but does not split", line)
+		}
+		for _, words := range segs {
+			if _, listed := readOnlyTools[words[0]]; !listed {
+				t.Fatalf("%q runs %q", line, words[0])
+			}
+		}
+	})
+}

@@ -198,7 +198,7 @@ func (s *Sandbox) createIn(parent *os.File, base string) (*os.File, error) {
 // name and returns that path and a cleanup: the gateway opens files it
 // sends by path, and the copy is what was checked, whatever the original
 // path points at by then.
-func CopyOut(f *os.File, name string) (string, func(), error) {
+func CopyOut(f io.Reader, name string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "irisgate-send-")
 	if err != nil {
 		return "", nil, err

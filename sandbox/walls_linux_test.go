@@ -40,13 +40,13 @@ func TestMain(m *testing.M) {
 // layout is a test's directories: the working one, one outside it, a data
 // directory (with a secret and media) and the sandbox's temp.
 type layout struct {
-	base, work, outside, data, media, temp string
+	base, work, outside, data, media, temp, config string
 }
 
 func newLayout(t *testing.T, dataInWork bool) layout {
 	t.Helper()
 	base := t.TempDir()
-	l := layout{base: base, work: filepath.Join(base, "work"), outside: filepath.Join(base, "outside"), temp: filepath.Join(base, "tmp")}
+	l := layout{base: base, work: filepath.Join(base, "work"), outside: filepath.Join(base, "outside"), temp: filepath.Join(base, "tmp"), config: filepath.Join(base, "irisgate.toml")}
 	l.data = filepath.Join(base, "data")
 	if dataInWork {
 		l.data = filepath.Join(l.work, "irisgate-data")
@@ -60,6 +60,7 @@ func newLayout(t *testing.T, dataInWork bool) layout {
 	write(t, filepath.Join(l.outside, "keep.txt"), "precious")
 	write(t, filepath.Join(l.data, "vapid.json"), "PRIVATE-KEY")
 	write(t, filepath.Join(l.media, "ab", "cd", "abcd1234"), "a photo")
+	write(t, l.config, `api_key = "sk-in-the-config"`)
 	return l
 }
 
@@ -72,7 +73,7 @@ func write(t *testing.T, p, s string) {
 
 func (l layout) sandbox(t *testing.T, want sandbox.Wall) *sandbox.Sandbox {
 	t.Helper()
-	sb, err := sandbox.New(sandbox.Config{Temp: l.temp, Hide: []string{l.data}, Expose: []string{l.media}, Want: want})
+	sb, err := sandbox.New(sandbox.Config{Temp: l.temp, Hide: []string{l.data, l.config}, Expose: []string{l.media}, Want: want})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +162,8 @@ func TestWallsHold(t *testing.T) {
 				t.Fatalf("env lacks PATH or TMPDIR: %s", out)
 			}
 
-			out = run(t, sb, l.work, fmt.Sprintf("cat %s; echo x > %s; cat %s", filepath.Join(l.data, "vapid.json"), filepath.Join(l.media, "new"), filepath.Join(l.media, "ab", "cd", "abcd1234")), false)
-			if strings.Contains(out, "PRIVATE-KEY") || !strings.Contains(out, "a photo") {
+			out = run(t, sb, l.work, fmt.Sprintf("cat %s %s; echo x > %s; cat %s", filepath.Join(l.data, "vapid.json"), l.config, filepath.Join(l.media, "new"), filepath.Join(l.media, "ab", "cd", "abcd1234")), false)
+			if strings.Contains(out, "PRIVATE-KEY") || strings.Contains(out, "sk-in-the-config") || !strings.Contains(out, "a photo") {
 				t.Fatalf("data directory: %s", out)
 			}
 			if _, err := os.Stat(filepath.Join(l.media, "new")); err == nil {
