@@ -194,7 +194,11 @@ func (s *Sandbox) Describe() string {
 		if s.abi < 4 {
 			net = "offline unless allowed (every IP socket refused by seccomp)"
 		}
-		return fmt.Sprintf("Landlock ABI %d + seccomp, no namespaces (%s): commands write only in the working directory and %s, cannot read the data directory (unless it lies inside the working directory: then every command that is not read-only asks), %s", s.abi, s.reason, s.cfg.Temp, net)
+		why := ""
+		if s.reason != "" {
+			why = " (" + s.reason + ")"
+		}
+		return fmt.Sprintf("Landlock ABI %d + seccomp, no namespaces%s: commands write only in the working directory and %s, cannot read the data directory (unless it lies inside the working directory: then every command that is not read-only asks), %s", s.abi, why, s.cfg.Temp, net)
 	}
 	why := "no sandbox was asked for"
 	if s != nil && s.reason != "" {
