@@ -12,6 +12,10 @@ import (
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/core"
+	// The sandbox helper (the terminal tool's commands re-execute this
+	// binary to build their walls) runs from that package's init, before
+	// main and before anything of the gateway starts.
+	_ "github.com/irisgate/irisgate/sandbox"
 )
 
 // CLI is the command line. Every setting of serve can also come from the
@@ -75,7 +79,7 @@ func run(args []string, o *cliIO) (code int) {
 		fmt.Fprintln(o.Err, usageHint(err))
 		return 2
 	}
-	if err := kctx.Run(); err != nil {
+	if err := kctx.Run(&cli); err != nil { // ServeCmd reads the CLI's --config path
 		printError(o.Err, err)
 		return 1
 	}

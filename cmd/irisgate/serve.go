@@ -56,8 +56,9 @@ type MobileFlags struct {
 }
 
 // Run starts the gateway and serves until SIGINT or SIGTERM.
-func (c *ServeCmd) Run() error {
+func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
+	c.dataDir, c.configFile = c.Data, string(cli.Config)
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
