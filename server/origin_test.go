@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ func TestMessageOriginInModel(t *testing.T) {
 	d := g.Dial(t, "phone")
 	ctx := context.Background()
 
-	res, err := http.Post("http://"+g.Addr+"/api/send", "application/json", bytes.NewBufferString(`{"chat_id":"default","text":"backup finished"}`))
+	res, err := localHTTP(g).Post("http://"+g.Addr+"/api/send", "application/json", bytes.NewBufferString(`{"chat_id":"default","text":"backup finished"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

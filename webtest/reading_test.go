@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/png"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -43,7 +44,14 @@ func (e *env) deliver(t *testing.T, chatID, text string, pic []byte) string {
 		req, _ = http.NewRequest(http.MethodPost, "http://"+e.gw.Addr+"/api/send", &buf)
 		req.Header.Set("Content-Type", mw.FormDataContentType())
 	}
-	res, err := http.DefaultClient.Do(req)
+	// Through the admin socket, as irisgate send on the gateway's machine
+	// (over TCP a delivery token would be needed).
+	sock := e.gw.App.AdminSocket()
+	local := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	res, err := local.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
