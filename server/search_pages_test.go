@@ -25,8 +25,9 @@ func TestSearchPagesAndTotal(t *testing.T) {
 	var sent []string
 	for i := range 150 {
 		sent = append(sent, send(t, a, def, fmt.Sprintf("walrus sighting %d", i)))
-	}
-	for range 150 {
+		// Each turn's frames are read as it ends: left unread, 150 turns'
+		// broadcasts fill the client's event buffer, and its read loop
+		// stops reading replies too.
 		a.Expect("agent.idle", nil)
 	}
 	page := func(p map[string]any) searchPage {
