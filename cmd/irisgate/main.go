@@ -16,6 +16,7 @@ type CLI struct {
 
 	Serve ServeCmd `cmd:"" help:"Run the gateway."`
 	Token TokenCmd `cmd:"" help:"Manage device tokens."`
+	Pair  PairCmd  `cmd:"" help:"Make a token for a new device and print the link (and QR code) that pairs it."`
 	Send  SendCmd  `cmd:"" help:"Post a message into a channel through the running gateway."`
 	Cron  CronCmd  `cmd:"" help:"Manage scheduled jobs."`
 	Bench BenchCmd `cmd:"" help:"Benchmark a gateway with simulated devices over loopback (see bench/)."`

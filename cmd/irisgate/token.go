@@ -42,18 +42,25 @@ type TokenCreateCmd struct {
 
 // Run implements the command.
 func (c *TokenCreateCmd) Run() error {
-	st, err := c.open()
+	tok, id, err := createToken(context.Background(), c.dataFlag, c.Name, c.Device)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tok, t, err := gateway.CreateToken(context.Background(), st, c.Name, c.Device)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "created %s; the token (shown only now):\n", t.ID)
+	fmt.Fprintf(os.Stderr, "created %s; the token (shown only now):\n", id)
 	fmt.Println(tok)
 	return nil
+}
+
+// createToken makes a device token for the gateway whose data d names and
+// returns it with its id. token create and pair both call it.
+func createToken(ctx context.Context, d dataFlag, name, device string) (token, id string, err error) {
+	st, err := d.open()
+	if err != nil {
+		return "", "", err
+	}
+	defer st.Close()
+	tok, t, err := gateway.CreateToken(ctx, st, name, device)
+	return tok, t.ID, err
 }
 
 // TokenListCmd lists tokens.
