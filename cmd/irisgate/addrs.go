@@ -21,6 +21,31 @@ type reach struct {
 	Pair string
 	// LoopbackOnly says only this machine can connect (--listen 127.0.0.1:…).
 	LoopbackOnly bool
+	// Container says the gateway runs in a container, whose addresses are
+	// not the ones a phone reaches, and no --public-url says which are.
+	Container bool
+}
+
+// machineReach is reachOf with this machine's interfaces. In a container
+// they are the container's own (a bridge address a phone cannot reach),
+// so none are offered.
+func machineReach(listen, public string) (reach, error) {
+	if public == "" && inContainer() {
+		r, err := reachOf(listen, "", nil)
+		r.Container = true
+		return r, err
+	}
+	return reachOf(listen, public, lanAddrs(hostIfaces()))
+}
+
+// inContainer reports the marker files Docker and Podman leave.
+func inContainer() bool {
+	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // WS is the WebSocket address next to a web app address.

@@ -64,6 +64,9 @@ func (b banner) text() string {
 	fmt.Fprintf(&w, "\nirisgate %s is ready.\n\n", b.Version)
 	fmt.Fprintf(&w, "  Web app:          %s\n", r.Local)
 	switch {
+	case r.Container:
+		w.WriteString("  In a container, the gateway cannot see your machine's network address: use it in place of localhost,\n" +
+			"  and set IRISGATE_PUBLIC_URL (http://192.168.1.23:8787/, say) so pairing links name it.\n")
 	case r.LoopbackOnly:
 		w.WriteString("  Only this machine can connect (listening on loopback); --listen :PORT lets phones on your network in.\n")
 	case len(r.LAN) > 0:
@@ -124,7 +127,7 @@ func (b banner) show(w io.Writer, log *slog.Logger, jsonLog bool) {
 	if r.LAN == nil {
 		r.LAN = []string{} // [] rather than null for whoever reads the log
 	}
-	log.Info("ready", "web", r.Local, "lan", r.LAN, "ws", wsOf(r.Pair), "loopback_only", r.LoopbackOnly,
+	log.Info("ready", "web", r.Local, "lan", r.LAN, "ws", wsOf(r.Pair), "loopback_only", r.LoopbackOnly, "container", r.Container,
 		"pair_command", b.cmd("pair"))
 	if b.Token != "" {
 		log.Info("first start: a device token was made; it is shown only this once",

@@ -113,6 +113,16 @@ func TestBannerNamesWebAppLANAndPairingLink(t *testing.T) {
 		t.Error("a public URL without a scheme was taken")
 	}
 
+	// In a container the LAN addresses are the container's: none are
+	// offered, and the banner says how to name the right one.
+	r, _ = reachOf("[::]:8787", "", nil)
+	r.Container = true
+	text = banner{Reach: r, Version: "devel", CLI: "docker compose exec irisgate irisgate", Token: firstTok}.text()
+	if strings.Contains(text, "On your network") || !strings.Contains(text, "IRISGATE_PUBLIC_URL") ||
+		!strings.Contains(text, "docker compose exec irisgate irisgate pair\n") {
+		t.Errorf("the container banner:\n%s", text)
+	}
+
 	// A later start shows the addresses and how to pair, but no token.
 	r, _ = reachOf("[::]:8787", "", lan)
 	text = banner{Reach: r, Version: "devel", CLI: "./irisgate"}.text()

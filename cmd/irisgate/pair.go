@@ -22,7 +22,7 @@ type PairCmd struct {
 // Run implements the command.
 func (c *PairCmd) Run() error {
 	// The addresses first: a bad --public-url must not cost a token.
-	r, err := reachOf(c.Listen, c.PublicURL, lanAddrs(hostIfaces()))
+	r, err := machineReach(c.Listen, c.PublicURL)
 	if err != nil {
 		return err
 	}
@@ -67,6 +67,9 @@ func (p pairing) print(w io.Writer) {
 			io.WriteString(w, indentBlock(renderQR(bits, p.Color), "    "))
 			io.WriteString(w, "\n")
 		}
+	}
+	if p.Reach.Container {
+		fmt.Fprintf(w, "In a container this link names localhost: for a phone, set IRISGATE_PUBLIC_URL to your machine's address.\n")
 	}
 	if p.Reach.LoopbackOnly {
 		fmt.Fprintf(w, "The gateway listens on loopback only: a phone cannot reach %s (serve --listen :PORT lets it).\n", p.Reach.Pair)

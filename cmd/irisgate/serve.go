@@ -61,7 +61,7 @@ func (c *ServeCmd) Run() error {
 	}
 	// Checked before the data is opened: a first start's token is shown
 	// once, so nothing may fail between making it and showing it.
-	where, err := reachOf(ln.Addr().String(), c.PublicURL, lanAddrs(hostIfaces()))
+	where, err := machineReach(ln.Addr().String(), c.PublicURL)
 	if err != nil {
 		ln.Close()
 		return err
