@@ -19,24 +19,49 @@ import (
 
 // ChatCmd is a terminal chat with the agent: a person's Iris device.
 type ChatCmd struct {
-	URL    string `help:"WebSocket URL of the gateway." default:"ws://localhost:8787/ws" env:"IRISGATE_URL"`
-	Token  string `help:"Device token (required; irisgate token create makes one)." env:"IRISGATE_TOKEN"`
-	Device string `help:"Device id to connect as (default chat-<hostname>). Two chats need two ids."`
-	Chat   string `help:"Channel or thread id to start in (default: the default channel)."`
+	URL         string `help:"WebSocket URL of the gateway." default:"ws://localhost:8787/ws" env:"IRISGATE_URL"`
+	Token       string `help:"Device token (required; irisgate pair or token create makes one)." env:"IRISGATE_TOKEN"`
+	Device      string `help:"Device id to connect as (default chat-<hostname>). Two chats need two ids."`
+	Chat        string `help:"Channel or thread id to start in (default: the default channel)."`
+	Color       string `help:"Colours: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never." default:"auto" enum:"auto,always,never" env:"IRISGATE_CHAT_COLOR"`
+	HistoryFile string `help:"Where the lines you type are kept across runs (default: irisgate/chat_history in your state directory)." env:"IRISGATE_CHAT_HISTORY"`
+	NoHistory   bool   `help:"Keep no history of typed lines on disk."`
 }
 
 // Run implements the command.
 func (c *ChatCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := chatOptions{URL: c.URL, Token: c.Token, Device: c.Device, Chat: c.Chat,
-		Color: colorTerminal(os.Stdout), Interactive: isTerminal(os.Stdin)}
+	o := chatOptions{URL: c.URL, Token: c.Token, Device: c.Device, Chat: c.Chat, Color: wantColor(c.Color, os.Stdout)}
+	if isTerminal(os.Stdin) && isTerminal(os.Stdout) {
+		hist := ""
+		if !c.NoHistory {
+			hist = c.HistoryFile
+			if hist == "" {
+				hist = defaultHistoryFile()
+			}
+		}
+		return runTerminalChat(ctx, o, os.Stdin, os.Stdout, hist)
+	}
 	return runChat(ctx, o, os.Stdin, os.Stdout)
 }
 
-// colorTerminal reports whether f is a terminal that takes ANSI dim/bold.
+// wantColor says whether to paint: --color always or never, else on a
+// terminal unless NO_COLOR is set to anything (https://no-color.org) or
+// the terminal is dumb.
+func wantColor(mode string, f *os.File) bool {
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return colorTerminal(f)
+}
+
+// colorTerminal reports whether f is a terminal that takes ANSI colours.
 func colorTerminal(f *os.File) bool {
-	if _, ok := os.LookupEnv("NO_COLOR"); ok || os.Getenv("TERM") == "dumb" {
+	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
 		return false
 	}
 	return isTerminal(f)
@@ -53,10 +78,34 @@ type chatOptions struct {
 	Token  string
 	Device string // default chat-<hostname>
 	Chat   string // lane to start in: a channel or thread id
-	Color  bool   // ANSI dim/bold; off for pipes and tests
+	Color  bool   // ANSI colours; off for pipes and tests
 	// Interactive says the input is a terminal that echoes what is typed:
 	// a typed line, Enter included, is then already on screen.
 	Interactive bool
+}
+
+// lineSource gives the lines the person types, then io.EOF.
+type lineSource interface {
+	ReadLine() (string, error)
+}
+
+// scanner reads lines from a pipe or a file.
+type scanner struct{ sc *bufio.Scanner }
+
+func newScanner(in io.Reader) scanner {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return scanner{sc}
+}
+
+func (s scanner) ReadLine() (string, error) {
+	if s.sc.Scan() {
+		return strings.TrimRight(s.sc.Text(), "\r"), nil
+	}
+	if err := s.sc.Err(); err != nil {
+		return "", err
+	}
+	return "", io.EOF
 }
 
 const (
@@ -92,6 +141,17 @@ func defaultDevice() string {
 // lane's recent messages, then sends each line read from in and renders
 // the gateway's frames on out until in ends, :quit, or ctx ends.
 func runChat(ctx context.Context, o chatOptions, in io.Reader, out io.Writer) error {
+	return chatLoop(ctx, o, newScanner(in), out)
+}
+
+// chatLoop is runChat for any source of typed lines.
+func chatLoop(ctx context.Context, o chatOptions, in lineSource, out io.Writer) error {
+	return chatLoopWith(ctx, o, in, out, nil)
+}
+
+// chatLoopWith is chatLoop that hands the session to onSession before it
+// reads the first line.
+func chatLoopWith(ctx context.Context, o chatOptions, in lineSource, out io.Writer, onSession func(*chatSession)) error {
 	if strings.TrimSpace(o.Token) == "" {
 		return errNoToken
 	}
@@ -105,6 +165,9 @@ func runChat(ctx context.Context, o chatOptions, in io.Reader, out io.Writer) er
 	defer cancel()
 
 	s := newChatSession(o, out, cancel)
+	if onSession != nil {
+		onSession(s)
+	}
 	name, _ := os.Hostname()
 	cl := client.New(o.URL, client.Options{Token: o.Token, DeviceID: o.Device, DeviceName: "irisgate chat on " + name}, 0)
 	cl.OnState = s.onState
@@ -200,23 +263,26 @@ func runChat(ctx context.Context, o chatOptions, in io.Reader, out io.Writer) er
 func newChatSession(o chatOptions, out io.Writer, stop context.CancelFunc) *chatSession {
 	return &chatSession{opts: o, out: out, color: o.Color, stop: stop,
 		seen: make(map[string]bool), shown: make(map[string]string), busy: make(map[client.Lane]bool),
-		oldest: make(map[client.Lane]string), more: make(map[client.Lane]bool)}
+		oldest: make(map[client.Lane]string), more: make(map[client.Lane]bool),
+		notes: make(map[client.Lane][]msgInfo), shownFrom: make(map[client.Lane]int64)}
 }
 
 // readLines sends each line of in to lines and closes lines at the end.
-func readLines(in io.Reader, lines chan<- string, stop <-chan struct{}, s *chatSession) {
+func readLines(in lineSource, lines chan<- string, stop <-chan struct{}, s *chatSession) {
 	defer close(lines)
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	for {
+		line, err := in.ReadLine()
+		if err != nil {
+			if err != io.EOF {
+				s.printf("! reading input: %v", err)
+			}
+			return
+		}
 		select {
-		case lines <- strings.TrimRight(sc.Text(), "\r"):
+		case lines <- line:
 		case <-stop:
 			return
 		}
-	}
-	if err := sc.Err(); err != nil {
-		s.printf("! reading input: %v", err)
 	}
 }
 
@@ -225,11 +291,16 @@ func readLines(in io.Reader, lines chan<- string, stop <-chan struct{}, s *chatS
 func (s *chatSession) typed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.midLine {
-		s.midLine = false
-		if s.cur != nil {
-			s.cur.broken = true
-		}
+	s.typedLocked()
+}
+
+func (s *chatSession) typedLocked() {
+	s.midLine = false
+	if s.cur != nil {
+		s.cur.broken = true // the person's line now sits between
+	}
+	if e, ok := s.out.(interface{ entered() }); ok {
+		e.entered()
 	}
 }
 
@@ -333,7 +404,9 @@ type chatSession struct {
 	busy          map[client.Lane]bool
 	oldest        map[client.Lane]string // oldest message shown, for :history
 	more          map[client.Lane]bool
-	quiet         int // bumped by any output of the current lane (for "working…")
+	notes         map[client.Lane][]msgInfo // the gateway's own messages seen, for history pages
+	shownFrom     map[client.Lane]int64     // where the last history page shown began (ms)
+	quiet         int                       // bumped by any output of the current lane (for "working…")
 	connected     bool
 	everConnected bool
 	fatalErr      error // why the chat was ended from within

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -200,14 +202,11 @@ func (s *chatSession) join(ctx context.Context, arg string) {
 		s.printf("! %v", err)
 		return
 	}
-	s.mu.Lock()
-	s.endStream()
-	s.lane = e.lane()
-	s.quiet++
-	s.mu.Unlock()
-	s.showHistory(ctx, e.lane(), "")
+	s.goTo(ctx, e)
 }
 
+// create makes a channel, or a thread in the current channel, and goes
+// there, as an app does.
 func (s *chatSession) create(ctx context.Context, name string, thread bool) {
 	what := "channel"
 	if thread {
@@ -231,15 +230,29 @@ func (s *chatSession) create(ctx context.Context, name string, thread bool) {
 		return
 	}
 	var e chanEntry
-	f.Decode(&e)
+	if f.Decode(&e); e.ChatID == "" {
+		s.printf("! the gateway answered channel.create without a chat_id")
+		return
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.upsert(e)
 	where := ""
 	if thread {
 		where = " in " + parentName
 	}
-	s.println(fmt.Sprintf("created %s %q%s (%s) — :join %s to go there", what, e.Name, where, e.ChatID, e.ChatID))
+	s.println(fmt.Sprintf("created %s %q%s (%s); you are in it now", what, e.Name, where, e.ChatID))
+	s.mu.Unlock()
+	s.goTo(ctx, e)
+}
+
+// goTo makes e the current lane and shows its latest messages.
+func (s *chatSession) goTo(ctx context.Context, e chanEntry) {
+	s.mu.Lock()
+	s.endStream()
+	s.lane = e.lane()
+	s.quiet++
+	s.mu.Unlock()
+	s.showHistory(ctx, e.lane(), "")
 }
 
 // showHistory prints a page of a lane's messages: the newest page, or the
@@ -259,15 +272,16 @@ func (s *chatSession) showHistory(ctx context.Context, lane client.Lane, before 
 	}
 	var h historyInfo
 	f.Decode(&h)
+	msgs := s.withNotes(lane, h, before != "")
 	switch {
 	case before != "":
-		s.println(s.bold(fmt.Sprintf("── %s · %d older message(s) ──", name, len(h.Messages))))
-	case len(h.Messages) == 0:
+		s.println(s.bold(fmt.Sprintf("── %s · %d older message(s) ──", name, len(msgs))))
+	case len(msgs) == 0:
 		s.println(s.bold("── "+name+" ──") + s.dim(" no messages yet"))
 	default:
-		s.println(s.bold(fmt.Sprintf("── %s · last %d message(s) ──", name, len(h.Messages))))
+		s.println(s.bold(fmt.Sprintf("── %s · last %d message(s) ──", name, len(msgs))))
 	}
-	for _, m := range h.Messages {
+	for _, m := range msgs {
 		s.shown[m.MessageID] = m.Text
 		s.printMessage(m, true)
 	}
@@ -286,4 +300,56 @@ func (s *chatSession) showHistory(ctx context.Context, lane client.Lane, before 
 	case h.HasMore:
 		s.println(s.dim("   (:history shows older messages)"))
 	}
+}
+
+// maxNotes is how many of the gateway's own messages the chat keeps per
+// lane to show in history pages.
+const maxNotes = 200
+
+// note keeps a message from the gateway itself (a command's reply, a
+// failed turn): the gateway keeps those out of history, which holds the
+// conversation, so the chat puts the ones it saw back into the pages it
+// shows, where the command that asked for them is.
+func (s *chatSession) note(lane client.Lane, m msgInfo) {
+	ns := s.notes[lane]
+	for _, n := range ns {
+		if n.MessageID == m.MessageID {
+			return
+		}
+	}
+	if len(ns) >= maxNotes {
+		ns = ns[1:]
+	}
+	s.notes[lane] = append(ns, m)
+}
+
+// withNotes is a history page with the notes of its time put in, by
+// timestamp. A page covers from its first message (from the beginning
+// when it is the last page) up to where the page shown before it began
+// (to now for the newest).
+func (s *chatSession) withNotes(lane client.Lane, h historyInfo, older bool) []msgInfo {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if h.HasMore && len(h.Messages) > 0 {
+		lo = h.Messages[0].TS
+	}
+	if from, ok := s.shownFrom[lane]; ok && older {
+		hi = from
+	}
+	s.shownFrom[lane] = lo
+	in := make(map[string]bool, len(h.Messages))
+	for _, m := range h.Messages {
+		in[m.MessageID] = true
+	}
+	var notes []msgInfo
+	for _, n := range s.notes[lane] {
+		if n.TS >= lo && n.TS < hi && !in[n.MessageID] {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) == 0 {
+		return h.Messages
+	}
+	out := append(append([]msgInfo(nil), h.Messages...), notes...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].TS < out[j].TS })
+	return out
 }

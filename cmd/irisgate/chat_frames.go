@@ -121,12 +121,15 @@ func (s *chatSession) handleFrame(f client.Frame) {
 	}
 
 	lane := frameLane(f)
+	var m msgInfo
+	f.Decode(&m)
+	if f.Type == "message" && m.Role == "system" && m.MessageID != "" {
+		s.note(lane, m)
+	}
 	if lane != s.lane {
 		s.summarise(f, lane)
 		return
 	}
-	var m msgInfo
-	f.Decode(&m)
 	switch f.Type {
 	case "message":
 		if s.seen[m.MessageID] || s.wasShown(m.MessageID, m.Text) {
@@ -315,8 +318,9 @@ func (s *chatSession) summarise(f client.Frame, lane client.Lane) {
 		}
 		s.seen[m.MessageID] = true
 		what = "new message"
-		if m.Role != "" && m.Role != "user" {
-			what = "new " + m.Role + " message"
+		if m.Role != "user" {
+			label, _ := s.label(m)
+			what = "new message from " + strings.TrimSuffix(label, " › ")
 		}
 		what += ": " + oneLine(m.Text, 60)
 	case "message.stop":

@@ -28,6 +28,9 @@ func (s *chatSession) breakLine() {
 
 func (s *chatSession) println(line string) {
 	s.breakLine()
+	if strings.HasPrefix(line, "! ") {
+		line = s.alert(line)
+	}
 	s.write(line + "\n")
 }
 
@@ -38,30 +41,63 @@ func (s *chatSession) printf(format string, a ...any) {
 	s.println(fmt.Sprintf(format, a...))
 }
 
-func (s *chatSession) dim(str string) string {
-	if !s.color {
+// ANSI styles (SGR parameters).
+const (
+	styleDim    = "2"
+	styleBold   = "1"
+	styleYou    = "1;36" // bold cyan
+	styleAgent  = "1;32" // bold green
+	styleCron   = "1;33" // bold yellow
+	styleScript = "1;35" // bold magenta
+	styleSystem = "1;34" // bold blue: the gateway itself
+	styleError  = "1;31" // bold red
+)
+
+// paint wraps str in an ANSI style when colour is on.
+func paint(color bool, style, str string) string {
+	if !color || str == "" {
 		return str
 	}
-	return "\x1b[2m" + str + "\x1b[0m"
+	return "\x1b[" + style + "m" + str + "\x1b[0m"
 }
 
-func (s *chatSession) bold(str string) string {
-	if !s.color {
-		return str
-	}
-	return "\x1b[1m" + str + "\x1b[0m"
-}
+func (s *chatSession) dim(str string) string  { return paint(s.color, styleDim, str) }
+func (s *chatSession) bold(str string) string { return paint(s.color, styleBold, str) }
 
-// roleLabel is the label before a message's text.
-func roleLabel(role string) string {
-	switch role {
-	case "assistant", "":
-		return "agent › "
-	case "user":
-		return "you › "
+// alert is a line about something that went wrong: "! …".
+func (s *chatSession) alert(str string) string { return paint(s.color, styleError, str) }
+
+// label is the label before a message's text, plain and painted. Every
+// role is its own: a cron job's post names the job (its model is "cron:
+// NAME"), and a delivery (irisgate send, POST /api/send, a phone's
+// deliver: role cron without a job, model "delivery") is a script's.
+func (s *chatSession) label(m msgInfo) (plain, painted string) {
+	var name, style string
+	job, isCron := strings.CutPrefix(m.Model, "cron: ")
+	switch {
+	case m.Role == "user":
+		name, style = "you", styleYou
+	case m.Role == "system":
+		name, style = "system", styleSystem
+	// History knows only user and assistant: there a cron post is an
+	// assistant message whose model is "cron: NAME", and a delivery one
+	// whose model is "delivery".
+	case (m.Role == "cron" || m.Role == "assistant") && isCron && job != "":
+		name, style = "cron "+oneLine(job, 40), styleCron
+	case m.Role == "cron" || m.Role == "assistant" && m.Model == "delivery":
+		name, style = "script", styleScript
+	case m.Role == "assistant" || m.Role == "":
+		name, style = "agent", styleAgent
 	default:
-		return role + " › "
+		name, style = oneLine(m.Role, 20), styleBold
 	}
+	plain = name + " › "
+	return plain, paint(s.color, style, plain)
+}
+
+// agentLabel is the label of a streaming reply.
+func (s *chatSession) agentLabel() (plain, painted string) {
+	return s.label(msgInfo{Role: "assistant"})
 }
 
 // indented lays out text under a label: continuation lines line up with
@@ -72,7 +108,7 @@ func indented(label, text string) string {
 }
 
 func (s *chatSession) printMessage(m msgInfo, when bool) {
-	label := roleLabel(m.Role)
+	label, painted := s.label(m)
 	text := m.Text
 	if text == "" {
 		text = m.FinalText
@@ -85,7 +121,7 @@ func (s *chatSession) printMessage(m msgInfo, when bool) {
 	if m.Reasoning != "" {
 		s.println(prefix + s.dim("(thinking) "+oneLine(m.Reasoning, 200)))
 	}
-	s.println(prefix + s.bold(label) + indented(stamp+label, text))
+	s.println(prefix + painted + indented(stamp+label, text))
 	for _, md := range m.Media {
 		s.println(s.dim("  " + describeMedia(md)))
 	}
@@ -166,13 +202,15 @@ func (s *chatSession) streamText(id, text string) {
 		s.breakLine()
 		st = &stream{id: id}
 		s.cur = st
-		s.write(s.bold(roleLabel("assistant")))
+		_, painted := s.agentLabel()
+		s.write(painted)
 		s.midLine = true
 	}
 	if !strings.HasPrefix(text, st.printed) {
 		// The text was revised rather than extended: show it anew.
 		s.breakLine()
-		s.write(s.bold(roleLabel("assistant")) + s.dim("(revised) "))
+		_, painted := s.agentLabel()
+		s.write(painted + s.dim("(revised) "))
 		s.midLine = true
 		st.printed, st.pending, st.broken = "", "", false
 	}
@@ -182,7 +220,8 @@ func (s *chatSession) streamText(id, text string) {
 	}
 	if st.broken {
 		s.breakLine()
-		s.write(s.bold(roleLabel("assistant")) + s.dim("… "))
+		_, painted := s.agentLabel()
+		s.write(painted + s.dim("… "))
 		s.midLine = true
 		st.broken, st.pending = false, "" // a fresh line needs no held-back break
 	}
@@ -190,7 +229,8 @@ func (s *chatSession) streamText(id, text string) {
 	all := st.pending + add
 	shown := strings.TrimRight(all, "\n")
 	st.pending = all[len(shown):]
-	s.write(indented(roleLabel("assistant"), shown))
+	label, _ := s.agentLabel()
+	s.write(indented(label, shown))
 	s.midLine = true
 }
 

@@ -26,6 +26,8 @@ type Info struct {
 	// Revision is the VCS commit the binary was built from, when the build
 	// recorded it (a build in a git checkout without -buildvcs=false).
 	Revision string
+	// Time is the commit's time (RFC 3339), when the build recorded it.
+	Time string
 	// Modified says the checkout had uncommitted changes.
 	Modified bool
 }
@@ -63,6 +65,8 @@ func fromBuildInfo(bi *debug.BuildInfo, ok bool) Info {
 			switch s.Key {
 			case "vcs.revision":
 				i.Revision = s.Value
+			case "vcs.time":
+				i.Time = s.Value
 			case "vcs.modified":
 				i.Modified = s.Value == "true"
 			}
