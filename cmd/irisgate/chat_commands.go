@@ -51,13 +51,15 @@ const chatHelp = `A line you type goes to the agent (slash commands like /model 
 The chat's own commands start with a colon:
   :channels          list channels and threads, numbered
   :join N|ID|NAME    switch to channel or thread N of the list (or by id or name)
-  :new NAME          create a channel
-  :thread NAME       create a thread in the current channel
+  :new NAME          create a channel and go there
+  :thread NAME       create a thread in the current channel and go there
   :history           show older messages of this conversation
   :stop              stop the agent's running turn
   :steer TEXT        redirect the running turn without starting a new one
-  :quit              leave (Ctrl-D does too)
-  ::text             send a line that itself starts with a colon`
+  :quit              leave (Ctrl-D or Ctrl-C on the prompt too)
+  ::text             send a line that itself starts with a colon
+On a terminal: ←/→, Home/End, Ctrl-A/E/K/U/W edit the line, ↑/↓ recall lines
+(kept across runs; a line typed with a leading space is not kept).`
 
 // command handles one line typed by the person; it reports :quit.
 func (s *chatSession) command(ctx context.Context, line string) (quit bool) {

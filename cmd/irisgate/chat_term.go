@@ -23,7 +23,9 @@ func runTerminalChat(ctx context.Context, o chatOptions, in, out *os.File, histP
 	fd := int(in.Fd())
 	saved, err := term.MakeRaw(fd)
 	if err != nil {
-		return runChat(ctx, o, in, out) // not a terminal after all
+		// Not one we can take over: read lines as the terminal echoes them.
+		o.Interactive = true
+		return runChat(ctx, o, in, out)
 	}
 	defer term.Restore(fd, saved)
 

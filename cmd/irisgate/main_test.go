@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/irisgate/irisgate/internal/testgw"
 )
 
@@ -24,7 +26,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const asMainEnv = "IRISGATE_TEST_AS_MAIN"
