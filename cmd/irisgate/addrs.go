@@ -189,25 +189,34 @@ func cliName() string {
 		return v
 	}
 	exe, _ := os.Executable()
+	st, err := os.Stat(filepath.Join("cmd", "irisgate"))
+	checkout := err == nil && st.IsDir()
+	return cliNameFor(exe, os.Args[0], checkout, func(name string) string {
+		if p, err := exec.LookPath(name); err == nil && sameFile(p, exe) {
+			return p
+		}
+		return ""
+	})
+}
+
+// cliNameFor is cliName for an executable exe run as arg0, from a
+// checkout of irisgate or not; onPath says where a name finds exe on the
+// PATH ("" where it finds another program or none).
+func cliNameFor(exe, arg0 string, checkout bool, onPath func(string) string) string {
 	if strings.Contains(exe, string(filepath.Separator)+"go-build") && filepath.Base(filepath.Dir(exe)) == "exe" {
 		// go run builds into $GOTMPDIR/go-build…/b001/exe/.
-		if st, err := os.Stat(filepath.Join("cmd", "irisgate")); err == nil && st.IsDir() {
+		if checkout {
 			return "go run ./cmd/irisgate"
 		}
 		return "go run github.com/irisgate/irisgate/cmd/irisgate@latest"
 	}
-	arg0 := os.Args[0]
-	base := filepath.Base(arg0)
 	if !strings.ContainsRune(arg0, filepath.Separator) {
 		return arg0 // found on the PATH
 	}
-	if p, err := exec.LookPath(base); err == nil && sameFile(p, exe) {
+	if base := filepath.Base(arg0); onPath(base) != "" {
 		return base
 	}
-	if strings.ContainsAny(arg0, " '\"$") {
-		return "'" + strings.ReplaceAll(arg0, "'", `'\''`) + "'"
-	}
-	return arg0
+	return shellQuote(arg0)
 }
 
 func sameFile(a, b string) bool {

@@ -157,6 +157,28 @@ func TestLANAddrsSkipLoopbackBridgesAndLinkLocal(t *testing.T) {
 	_ = lanAddrs(hostIfaces()) // this machine's, whatever they are: no panic
 }
 
+func TestCLINameMatchesHowItWasStarted(t *testing.T) {
+	none := func(string) string { return "" }
+	found := func(string) string { return "/usr/local/bin/irisgate" }
+	for _, c := range []struct {
+		exe, arg0 string
+		checkout  bool
+		onPath    func(string) string
+		want      string
+	}{
+		{"/tmp/go-build123/b001/exe/irisgate", "/tmp/go-build123/b001/exe/irisgate", true, none, "go run ./cmd/irisgate"},
+		{"/tmp/go-build123/b001/exe/irisgate", "/tmp/go-build123/b001/exe/irisgate", false, none, "go run github.com/irisgate/irisgate/cmd/irisgate@latest"},
+		{"/home/me/go/bin/irisgate", "irisgate", false, none, "irisgate"},
+		{"/usr/local/bin/irisgate", "/usr/local/bin/irisgate", false, found, "irisgate"},
+		{"/home/me/src/irisgate/irisgate", "./irisgate", true, none, "./irisgate"},
+		{"/opt/my apps/irisgate", "/opt/my apps/irisgate", false, none, "'/opt/my apps/irisgate'"},
+	} {
+		if got := cliNameFor(c.exe, c.arg0, c.checkout, c.onPath); got != c.want {
+			t.Errorf("cliNameFor(%q, %q, %v) = %q, want %q", c.exe, c.arg0, c.checkout, got, c.want)
+		}
+	}
+}
+
 func TestWeakToken(t *testing.T) {
 	for tok, weak := range map[string]bool{
 		"mysecret":                       true, // short
