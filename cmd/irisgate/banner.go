@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // pairLink is the web app address that opens its pairing screen with the
@@ -117,20 +119,27 @@ func indentBlock(s, pad string) string {
 
 // show tells the banner: as text on w, or, when the log is JSON, as log
 // records, so a log shipper reading w sees nothing but JSON lines (the QR
-// code is left out there: `irisgate pair` prints one on a terminal).
+// code is left out there: `irisgate pair` prints one on a terminal). The
+// records are written whatever --log-level says, as the text banner is: a
+// first start's token is shown once.
 func (b banner) show(w io.Writer, log *slog.Logger, jsonLog bool) {
 	if !jsonLog {
 		io.WriteString(w, b.text())
 		return
 	}
+	emit := func(msg string, args ...any) {
+		r := slog.NewRecord(time.Now(), slog.LevelInfo, msg, 0)
+		r.Add(args...)
+		log.Handler().Handle(context.Background(), r)
+	}
 	r := b.Reach
 	if r.LAN == nil {
 		r.LAN = []string{} // [] rather than null for whoever reads the log
 	}
-	log.Info("ready", "web", r.Local, "lan", r.LAN, "ws", wsOf(r.Pair), "loopback_only", r.LoopbackOnly, "container", r.Container,
+	emit("ready", "web", r.Local, "lan", r.LAN, "ws", wsOf(r.Pair), "loopback_only", r.LoopbackOnly, "container", r.Container,
 		"pair_command", b.cmd("pair"))
 	if b.Token != "" {
-		log.Info("first start: a device token was made; it is shown only this once",
+		emit("first start: a device token was made; it is shown only this once",
 			"token", b.Token, "pair_url", pairLink(r.Pair, b.Token),
 			"chat_command", b.chatCmd())
 	}

@@ -341,7 +341,8 @@ func TestServeFirstStartBanner(t *testing.T) {
 // is warned about.
 func TestServeJSONLogStaysJSON(t *testing.T) {
 	dir := t.TempDir()
-	p := startServe(t, dir, nil, "--log-format", "json")
+	// --log-level error: the first start's token is written all the same.
+	p := startServe(t, dir, nil, "--log-format", "json", "--log-level", "error")
 	p.stderr.waitFor(t, "first start")
 	p.stop(t)
 	recs := jsonLines(t, append(p.stderr.snapshot(), p.stdout.snapshot()...))
