@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # irisgate in a small image: a static binary (CGO off; modernc.org/sqlite is
 # pure Go) on Alpine. Alpine rather than distroless/scratch because the
 # agent's terminal tool runs `bash -c`, and a gateway whose agent cannot run a
@@ -25,7 +26,8 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 
 FROM alpine:3.22
 RUN apk add --no-cache bash ca-certificates tzdata \
- && adduser -D -H -u 10001 irisgate \
+ && addgroup -S -g 10001 irisgate \
+ && adduser -S -D -H -u 10001 -G irisgate irisgate \
  && mkdir -p /data /workspace \
  && chown irisgate:irisgate /data /workspace
 COPY --from=build /out/irisgate /usr/local/bin/irisgate
