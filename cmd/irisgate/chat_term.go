@@ -140,7 +140,9 @@ func (k *keyReader) release() {
 }
 
 // echoWriter is the line editor's output: after each write of it, the
-// editor has echoed what it read.
+// editor has echoed what it read. The chat's own writes pass here too
+// (through the editor, which redraws the prompt); they never find the
+// reader holding, since they are made under the session's lock.
 type echoWriter struct {
 	w    io.Writer
 	keys *keyReader
