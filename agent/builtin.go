@@ -8,18 +8,20 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/sandbox"
 )
 
 // Builtin returns the built-in tools: terminal, read_file, write_file,
 // todo, clarify, send_file and cronjob.
 func Builtin(ts *Tools) []*Tool {
-	return []*Tool{terminalTool(ts), readFileTool(), writeFileTool(), todoTool(), clarifyTool(), sendFileTool(), cronjobTool()}
+	return []*Tool{terminalTool(ts), readFileTool(ts), writeFileTool(ts), todoTool(), clarifyTool(), sendFileTool(ts), cronjobTool()}
 }
 
 func obj(props map[string]any, required ...string) map[string]any {
@@ -29,13 +31,20 @@ func obj(props map[string]any, required ...string) map[string]any {
 func prop(typ, desc string) map[string]any { return map[string]any{"type": typ, "description": desc} }
 
 func terminalTool(ts *Tools) *Tool {
+	desc := "Run a shell command (bash) in the working directory and return its output. "
+	if ts.Sandbox.Wall() == sandbox.None {
+		desc += "There is no sandbox: every command that is not read-only needs the person's approval."
+	} else {
+		desc += "It runs in a sandbox: it can write only in the working directory and $TMPDIR, and has no network unless you set network to true, which asks the person. Clearly destructive commands need the person's approval."
+	}
 	return &Tool{
 		Name:        "terminal",
 		Emoji:       "💻",
-		Description: "Run a shell command (bash) in the working directory and return its output. Dangerous commands need the person's approval.",
+		Description: desc,
 		Params: obj(map[string]any{
 			"command": prop("string", "The command line."),
 			"timeout": prop("integer", "Seconds before the command is killed (default and maximum set by the gateway)."),
+			"network": prop("boolean", "The command needs the network (downloads, git push, package installs); the person is asked unless they allowed it already."),
 		}, "command"),
 		Preview: func(a map[string]any) string { return str(a, "command") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, progress func(string)) (string, error) {
@@ -43,7 +52,12 @@ func terminalTool(ts *Tools) *Tool {
 			if strings.TrimSpace(cmdline) == "" {
 				return "", errors.New("empty command")
 			}
-			if err := env.approve(ctx, cmdline, ts.Policy.Check(cmdline)); err != nil {
+			if strings.ContainsRune(cmdline, 0) {
+				return "", errors.New("a command cannot contain a NUL byte")
+			}
+			wantNet, _ := a["network"].(bool)
+			network, err := ts.clearCommand(ctx, env, cmdline, wantNet)
+			if err != nil {
 				return "", err
 			}
 			timeout := ts.Timeout
@@ -61,21 +75,59 @@ func terminalTool(ts *Tools) *Tool {
 			if every <= 0 {
 				every = 2 * time.Second
 			}
-			return runCommand(ctx, env.Cwd, cmdline, timeout, limit, every, progress)
+			cmd, err := ts.Sandbox.Command(sandbox.Run{Dir: env.Cwd, Script: cmdline, Network: network})
+			if err != nil {
+				return "", err
+			}
+			return runCommand(ctx, cmd, timeout, limit, every, progress)
 		},
 	}
 }
 
-// runCommand runs a command in its own process group, so a stop or a
-// timeout kills everything it started, keeping the head and tail of its
+// clearCommand asks the person what the approval mode and the sandbox
+// call for before a command runs, and says whether it may use the network.
+// With a sandbox the default asks only for the network and, as a courtesy,
+// for the clearly destructive commands of the policy; without one, or in
+// "ask" mode, everything that is not read-only asks.
+func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string, wantNet bool) (network bool, err error) {
+	mode := env.mode(ts)
+	walled := ts.Sandbox.WallFor(env.Cwd) != sandbox.None
+	if mode == AskNever {
+		return wantNet, nil
+	}
+	var why []string
+	if !ReadOnly(cmdline) {
+		switch {
+		case !walled && ts.Sandbox.Wall() != sandbox.None:
+			why = append(why, "Without namespaces the sandbox cannot keep the gateway's data directory, which lies inside the working directory, out of reach: every command that is not read-only asks.")
+		case !walled:
+			why = append(why, "There is no sandbox here: every command that is not read-only asks.")
+		case mode == AskAll:
+			why = append(why, "This chat asks before everything that is not read-only (/approvals).")
+		}
+	}
+	if d := ts.Policy.Check(cmdline); d != "" {
+		why = append(why, d)
+	}
+	network = walled && env.granted(ctx, GrantNetwork)
+	if walled && wantNet && !network {
+		why = append([]string{"The sandbox keeps commands offline and this one asks for the network. For this session or always lets every command use it."}, why...)
+		return true, env.request(ctx, Request{Title: "Let this command use the network?", Command: cmdline, Why: strings.Join(why, " "), Grant: GrantNetwork})
+	}
+	if len(why) == 0 {
+		return network, nil
+	}
+	return network, env.request(ctx, Request{Title: "Run this command?", Command: cmdline, Why: strings.Join(why, " ")})
+}
+
+// runCommand runs a command that leads its own process group (behind the
+// sandbox's walls, where it also has its own PID namespace), so a stop or
+// a timeout kills everything it started, keeping the head and tail of its
 // output within limit bytes. While it runs it reports progress every
 // interval.
-func runCommand(ctx context.Context, dir, cmdline string, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
+func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.Command("bash", "-c", cmdline)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &capped{limit: limit}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Stdin = nil
@@ -151,19 +203,22 @@ func (c *capped) String() string {
 
 const maxReadFile = 64 << 10
 
-func readFileTool() *Tool {
+// maxSendFile bounds the copy send_file makes (the media store's own limit,
+// 64 MiB by default, then holds).
+const maxSendFile = 1 << 30
+
+func readFileTool(ts *Tools) *Tool {
 	return &Tool{
 		Name:        "read_file",
 		Emoji:       "📖",
-		Description: "Read a text file (relative paths are in the working directory). Long files are returned in parts: pass offset to continue.",
+		Description: "Read a text file (relative paths are in the working directory; reading elsewhere asks the person). Long files are returned in parts: pass offset to continue.",
 		Params: obj(map[string]any{
 			"path":   prop("string", "File path."),
 			"offset": prop("integer", "Byte offset to start at (default 0)."),
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			p, _ := env.within(str(a, "path"))
-			f, err := os.Open(p)
+			f, err := ts.openToRead(ctx, env, str(a, "path"), "Read this file?")
 			if err != nil {
 				return "", err
 			}
@@ -187,28 +242,70 @@ func readFileTool() *Tool {
 	}
 }
 
-func writeFileTool() *Tool {
+// openToRead opens a file a tool reads: inside the working directory
+// without asking, outside (by its name or through a link) once the person
+// allows it; never a hidden path, whatever the answer.
+func (ts *Tools) openToRead(ctx context.Context, env *ToolEnv, name, title string) (*os.File, error) {
+	p, err := sandbox.Locate(env.Cwd, name)
+	if err != nil {
+		return nil, err
+	}
+	why := "This reads a file outside the working directory."
+	if p.Inside() {
+		f, err := ts.Sandbox.OpenRead(env.Cwd, p)
+		if !errors.Is(err, sandbox.ErrOutside) {
+			return f, err
+		}
+		target, lerr := filepath.EvalSymlinks(p.Abs)
+		if lerr != nil {
+			return nil, err
+		}
+		why = fmt.Sprintf("%s is a link to %s, outside the working directory.", p.Rel, target)
+		p = sandbox.Path{Abs: target}
+	}
+	if err := ts.Sandbox.Refuses(p.Abs); err != nil {
+		return nil, err
+	}
+	if env.mode(ts) != AskNever {
+		if err := env.request(ctx, Request{Title: title, Command: "read " + p.Abs, Why: why}); err != nil {
+			return nil, err
+		}
+	}
+	return ts.Sandbox.OpenRead(env.Cwd, p)
+}
+
+func writeFileTool(ts *Tools) *Tool {
 	return &Tool{
 		Name:        "write_file",
 		Emoji:       "✍️",
-		Description: "Write a text file, replacing it (relative paths are in the working directory; writing elsewhere needs approval).",
+		Description: "Write a text file, replacing it. Only inside the working directory (relative paths are there); writing elsewhere is refused.",
 		Params: obj(map[string]any{
 			"path":    prop("string", "File path."),
 			"content": prop("string", "The whole new content."),
 		}, "path", "content"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			p, inside := env.within(str(a, "path"))
-			if !inside {
-				if err := env.approve(ctx, "write "+p, "This writes a file outside the working directory."); err != nil {
+			p, err := sandbox.Locate(env.Cwd, str(a, "path"))
+			if err != nil {
+				return "", err
+			}
+			refused := fmt.Errorf("refused: write_file writes only inside the working directory %s, and %s is outside it", env.Cwd, p.Abs)
+			if !p.Inside() {
+				return "", refused
+			}
+			if env.mode(ts) == AskAll {
+				if err := env.request(ctx, Request{Title: "Write this file?", Command: "write " + p.Abs, Why: "This chat asks before everything that is not read-only (/approvals)."}); err != nil {
 					return "", err
 				}
 			}
 			content := str(a, "content")
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			if err := ts.Sandbox.WriteInside(env.Cwd, p, []byte(content)); err != nil {
+				if errors.Is(err, sandbox.ErrOutside) {
+					return "", fmt.Errorf("refused: %s leads outside the working directory %s (through a link); write_file writes only inside it", p.Rel, env.Cwd)
+				}
 				return "", err
 			}
-			return fmt.Sprintf("wrote %d bytes to %s", len(content), p), nil
+			return fmt.Sprintf("wrote %d bytes to %s", len(content), p.Abs), nil
 		},
 	}
 }
@@ -305,27 +402,38 @@ func clarifyTool() *Tool {
 	}
 }
 
-func sendFileTool() *Tool {
+func sendFileTool(ts *Tools) *Tool {
 	return &Tool{
 		Name:        "send_file",
 		Emoji:       "📎",
-		Description: "Send a file to the person's devices (relative paths are in the working directory).",
+		Description: "Send a file to the person's devices (relative paths are in the working directory; files elsewhere ask the person).",
 		Params: obj(map[string]any{
 			"path":    prop("string", "File path."),
 			"caption": prop("string", "Optional caption."),
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			p, _ := env.within(str(a, "path"))
-			st, err := os.Stat(p)
+			f, err := ts.openToRead(ctx, env, str(a, "path"), "Send this file?")
 			if err != nil {
 				return "", err
 			}
-			if !st.Mode().IsRegular() {
-				return "", fmt.Errorf("%s is not a regular file", p)
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				return "", err
 			}
-			env.emit(Event{Kind: File, Path: p, Text: str(a, "caption")})
-			return fmt.Sprintf("offered %s (%d bytes) to the devices", p, st.Size()), nil
+			if st.Size() > maxSendFile {
+				return "", fmt.Errorf("%s is %d bytes; send_file sends at most %d", f.Name(), st.Size(), int64(maxSendFile))
+			}
+			// The gateway stores the file by name: hand it a copy of what
+			// was checked, not a name a link could move meanwhile.
+			copyPath, done, err := sandbox.CopyOut(io.LimitReader(f, maxSendFile+1), f.Name())
+			if err != nil {
+				return "", err
+			}
+			defer done()
+			env.emit(Event{Kind: File, Path: copyPath, Text: str(a, "caption")})
+			return fmt.Sprintf("offered %s (%d bytes) to the devices", f.Name(), st.Size()), nil
 		},
 	}
 }

@@ -1,20 +1,15 @@
 package agent
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/irisgate/irisgate/core"
 )
 
 // Hermes is the agent backend that forwards each turn to a running Hermes
@@ -33,6 +28,9 @@ type Hermes struct {
 	client   *http.Client
 	own      *http.Transport // made here, closed by Close
 	provider Provider
+	// noSteer is set once Hermes answered that it has no steer route (an
+	// API server older than POST /v1/runs/{id}/steer).
+	noSteer atomic.Bool
 }
 
 // HermesConfig configures the Hermes bridge.
@@ -68,7 +66,10 @@ type HermesConfig struct {
 	// HistoryChars bounds the conversation sent with a run (newest
 	// exchanges first). Default 200,000 characters.
 	HistoryChars int
-	HTTPClient   *http.Client
+	// StopWait is how long a stopped run is watched for Hermes to confirm
+	// it ended (its status). Default 10 s.
+	StopWait   time.Duration
+	HTTPClient *http.Client
 }
 
 // The Hermes bridge's names.
@@ -84,6 +85,10 @@ const (
 	// roles they do not know.
 	hermesSessionRole = "hermes_session" // Content: the lane's Hermes session id
 	hermesSteerRole   = "hermes_steer"   // Content: a note for the next run
+	// hermesSteeredRole is a note a run took mid-way (Content: the note).
+	// It is not a "user" entry: that would end the notes still owed to the
+	// next run.
+	hermesSteeredRole = "hermes_steered"
 )
 
 // NewHermes makes the bridge. It does not contact Hermes.
@@ -116,6 +121,9 @@ func NewHermes(cfg HermesConfig) (*Hermes, error) {
 	}
 	if cfg.HistoryChars <= 0 {
 		cfg.HistoryChars = 200_000
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 10 * time.Second
 	}
 	h := &Hermes{cfg: cfg, base: base, client: cfg.HTTPClient}
 	if h.client == nil {
@@ -180,6 +188,7 @@ type hermesUsage struct {
 type hermesEvent struct {
 	Event       string          `json:"event"`
 	RunID       string          `json:"run_id"`
+	Timestamp   float64         `json:"timestamp"`
 	Delta       string          `json:"delta"`
 	Text        string          `json:"text"`
 	Tool        string          `json:"tool"`
@@ -188,8 +197,13 @@ type hermesEvent struct {
 	Error       json.RawMessage `json:"error"` // bool on tool.completed, text on run.failed
 	Command     string          `json:"command"`
 	Description string          `json:"description"`
+	Choices     []string        `json:"choices"`
+	Choice      string          `json:"choice"`
+	RequestID   string          `json:"request_id"` // approvals, newer Hermes
 	Output      string          `json:"output"`
 	Usage       *hermesUsage    `json:"usage"`
+	// PendingSteer is the steer text the run ended without reading.
+	PendingSteer string `json:"pending_steer"`
 }
 
 // hermesStatus is GET /v1/runs/{id}.
@@ -198,17 +212,32 @@ type hermesStatus struct {
 	Status    string       `json:"status"`
 	SessionID string       `json:"session_id"`
 	LastEvent string       `json:"last_event"`
+	UpdatedAt float64      `json:"updated_at"`
 	Output    string       `json:"output"`
 	Usage     *hermesUsage `json:"usage"`
 	Error     string       `json:"error"`
+	// Approval is the request waited for (newer Hermes, while the status
+	// is waiting_for_approval).
+	Approval     *hermesEvent `json:"approval"`
+	PendingSteer string       `json:"pending_steer"`
+}
+
+// terminalStatus says a run status is final (Hermes's TERMINAL_STATUSES).
+func terminalStatus(s string) bool {
+	switch s {
+	case "completed", "failed", "cancelled", "interrupted":
+		return true
+	}
+	return false
 }
 
 // outcome is how a run ended.
 type outcome struct {
-	status string // completed | failed | cancelled
-	output string
-	usage  *hermesUsage
-	err    string
+	status       string // completed | failed | cancelled | interrupted
+	output       string
+	usage        *hermesUsage
+	err          string
+	pendingSteer string
 }
 
 // laneState is what the bridge keeps in a lane's conversation.
@@ -226,6 +255,8 @@ func readLaneState(history []Msg, budget int) laneState {
 			st.session = m.Content
 		case hermesSteerRole:
 			st.steers = append(st.steers, m.Content)
+		case hermesSteeredRole:
+			st.history = append(st.history, hermesMsg{Role: "user", Content: steerNote + m.Content})
 		case "user", "assistant":
 			if m.Role == "user" {
 				st.steers = nil // taken by the run that sent this
@@ -304,6 +335,7 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 
 	r := &hermesRun{h: h, id: runID, t: t, emit: emit, record: record}
 	out, err := r.follow(runCtx)
+	r.dropApproval("the run ended")
 	if err == nil && out.status == "cancelled" && ctx.Err() != nil {
 		err = ctx.Err() // our own stop, reported by Hermes
 	}
@@ -314,16 +346,23 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 			return err
 		}
 		// Stopped (agent.stop, shutdown) or over its time: Hermes must stop
-		// too, or it works on for nobody.
-		h.stop(runID)
+		// too, or it works on for nobody. What it says is checked.
+		note := h.stopRun(runID)
 		if ctx.Err() != nil {
+			if note != "" {
+				emit(Event{Kind: Commentary, Text: note})
+			}
 			return ctx.Err()
+		}
+		if note != "" {
+			return fmt.Errorf("%w. %s", h.timeoutError(), note)
 		}
 		return h.timeoutError()
 	}
 	switch out.status {
 	case "completed":
 		r.finish(out.output, out.usage)
+		r.keepPendingSteer(out.pendingSteer)
 		return nil
 	case "failed":
 		r.closeTools(false, "the run failed")
@@ -333,6 +372,10 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 			reason = "it gave no reason"
 		}
 		return fmt.Errorf("Hermes could not finish the run: %s", truncate(reason, 500))
+	case "interrupted":
+		r.closeTools(false, "Hermes restarted")
+		r.recordPartial()
+		return errors.New("Hermes restarted before this run finished (its status is now interrupted): what it did until then may be in its session, but no answer came. Send your message again to go on")
 	default: // cancelled, not by us
 		r.closeTools(false, "cancelled")
 		r.recordPartial()
@@ -342,666 +385,4 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 
 func (h *Hermes) timeoutError() error {
 	return fmt.Errorf("Hermes did not finish within %v, irisgate's limit for one run, so the run was stopped (the limit is --hermes-timeout)", h.cfg.Timeout)
-}
-
-// hermesRun follows one run and turns what it reports into events.
-type hermesRun struct {
-	h      *Hermes
-	id     string
-	t      Turn
-	emit   func(Event)
-	record func(Msg)
-
-	seg       string // reply text since the last commentary beat
-	reasoning bool
-	tools     []*core.Tool // started, not yet ended, oldest first
-	toolN     int
-	lost      bool // the live stream is gone: following by polling
-}
-
-// follow reads the run's event stream until the run ends; if the stream is
-// lost first it follows the run by polling its status.
-func (r *hermesRun) follow(ctx context.Context) (*outcome, error) {
-	out, lost := r.stream(ctx)
-	if out != nil {
-		return out, nil
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	r.lost = true
-	r.closeTools(false, "outcome unknown: the live stream from Hermes broke off")
-	r.emit(Event{Kind: Commentary, Text: fmt.Sprintf("📡 The live stream from Hermes broke off (%s). Following the run until it ends: the answer will arrive in full.", describeLoss(lost))})
-	return r.poll(ctx)
-}
-
-func describeLoss(err error) string {
-	var ae *hermesAPIError
-	switch {
-	case errors.Is(err, io.EOF):
-		return "it ended before the run did"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "the connection dropped"
-	case errors.Is(err, errStalled):
-		return err.Error()
-	case errors.As(err, &ae):
-		return fmt.Sprintf("HTTP %d: %s", ae.status, truncate(ae.message, 120))
-	}
-	return truncate(unwrapURL(err).Error(), 160)
-}
-
-// errStalled says the stream went silent, keepalives included.
-var errStalled = errors.New("stalled")
-
-// stream reads the run's events. It returns the outcome once the run
-// ended, or why the stream was lost.
-func (r *hermesRun) stream(ctx context.Context) (*outcome, error) {
-	h := r.h
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, h.base+"/v1/runs/"+url.PathEscape(r.id)+"/events", nil)
-	if err != nil {
-		return nil, err
-	}
-	h.headers(req)
-	req.Header.Set("Accept", "text/event-stream")
-	// Waiting for the response's head is bounded like the silence after.
-	headWait := time.AfterFunc(h.cfg.StallTimeout, cancel)
-	resp, err := h.client.Do(req)
-	if !headWait.Stop() && err != nil {
-		return nil, fmt.Errorf("%w: no answer to the subscription within %v", errStalled, h.cfg.StallTimeout)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return nil, apiError(resp.StatusCode, b)
-	}
-	items := make(chan sseItem)
-	done := make(chan struct{})
-	go readSSE(resp.Body, items, done)
-	defer func() {
-		cancel()
-		resp.Body.Close()
-		close(done)
-		for range items { // until the reader has gone
-		}
-	}()
-	stall := time.NewTimer(h.cfg.StallTimeout)
-	defer stall.Stop()
-	for {
-		select {
-		case it, ok := <-items:
-			if !ok {
-				return nil, io.ErrUnexpectedEOF
-			}
-			if it.err != nil {
-				return nil, it.err
-			}
-			if !it.comment { // comments (": keepalive") only prove the stream alive
-				stall.Stop() // an approval may wait on the person: no stall meanwhile
-				if out := r.handle(ctx, it.data); out != nil {
-					return out, nil
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-			}
-			resetTimer(stall, h.cfg.StallTimeout)
-		case s := <-r.t.Steer:
-			r.steer(s)
-		case <-stall.C:
-			return nil, fmt.Errorf("%w: nothing, not even a keepalive, for %v", errStalled, h.cfg.StallTimeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	t.Reset(d)
-}
-
-// handle applies one event; it returns the outcome when the run ended.
-func (r *hermesRun) handle(ctx context.Context, data string) *outcome {
-	var ev hermesEvent
-	if err := json.Unmarshal([]byte(data), &ev); err != nil {
-		return nil // not an event we can read; the outcome is what counts
-	}
-	if ev.RunID != "" && ev.RunID != r.id {
-		return nil
-	}
-	switch ev.Event {
-	case "message.delta":
-		r.text(ev.Delta)
-	case "reasoning.available":
-		if strings.TrimSpace(ev.Text) != "" {
-			text := ev.Text
-			if r.reasoning {
-				text = "\n\n" + text
-			}
-			r.reasoning = true
-			r.emit(Event{Kind: Reasoning, Text: text})
-		}
-	case "tool.started":
-		// What streamed before a tool was Hermes thinking aloud, not its
-		// answer: it becomes a commentary beat.
-		if r.seg != "" {
-			r.emit(Event{Kind: TextIsCommentary, Text: r.seg})
-			r.seg = ""
-		}
-		r.toolN++
-		tool := &core.Tool{Index: r.toolN, Name: ev.Tool, Emoji: HermesToolEmoji(ev.Tool)}
-		if ev.Preview != nil {
-			tool.Preview = truncate(strings.TrimSpace(*ev.Preview), 120)
-		}
-		r.tools = append(r.tools, tool)
-		r.emit(Event{Kind: ToolStart, Tool: tool})
-	case "tool.completed":
-		var failed bool
-		json.Unmarshal(ev.Error, &failed)
-		idx := -1
-		for i, tl := range r.tools {
-			if tl.Name == ev.Tool {
-				idx = i
-				break
-			}
-		}
-		index := 0
-		if idx >= 0 {
-			index = r.tools[idx].Index
-			r.tools = append(r.tools[:idx], r.tools[idx+1:]...)
-		} else { // a completion whose start was not seen
-			r.toolN++
-			index = r.toolN
-		}
-		end := &core.Tool{Index: index, Name: ev.Tool, OK: !failed, Duration: ev.Duration}
-		if failed {
-			end.Output = "failed"
-		}
-		r.emit(Event{Kind: ToolEnd, Tool: end})
-	case "approval.request":
-		r.approve(ctx, ev)
-	case "run.completed":
-		return &outcome{status: "completed", output: ev.Output, usage: ev.Usage}
-	case "run.failed":
-		var msg string
-		if json.Unmarshal(ev.Error, &msg) != nil {
-			msg = strings.Trim(string(ev.Error), `"`)
-		}
-		return &outcome{status: "failed", err: msg}
-	case "run.cancelled":
-		return &outcome{status: "cancelled"}
-	}
-	return nil
-}
-
-func (r *hermesRun) text(s string) {
-	if s == "" {
-		return
-	}
-	r.seg += s
-	r.emit(Event{Kind: Text, Text: s})
-}
-
-// closeTools ends the tools Hermes never reported ended.
-func (r *hermesRun) closeTools(ok bool, note string) {
-	for _, tl := range r.tools {
-		r.emit(Event{Kind: ToolEnd, Tool: &core.Tool{Index: tl.Index, Name: tl.Name, OK: ok, Output: note}})
-	}
-	r.tools = nil
-}
-
-// approve relays an approval request to the person and Hermes the answer.
-func (r *hermesRun) approve(ctx context.Context, ev hermesEvent) {
-	choice := "deny"
-	switch {
-	case r.t.Settings.Yolo:
-		choice = "once"
-	case r.t.Asker != nil:
-		desc := ev.Description
-		if desc == "" {
-			desc = "Hermes asks before running this command."
-		}
-		v, err := r.t.Asker.Approve(ctx, ev.Command, desc)
-		if err != nil && ctx.Err() != nil {
-			return // stopped while asking: the run is being stopped
-		}
-		switch v {
-		case "once", "session", "always", "deny":
-			choice = v
-		}
-	}
-	r.answer(ctx, choice)
-}
-
-// answer posts an approval choice.
-func (r *hermesRun) answer(ctx context.Context, choice string) {
-	err := r.h.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(r.id)+"/approval", map[string]string{"choice": choice}, nil)
-	if err == nil || ctx.Err() != nil {
-		return
-	}
-	var ae *hermesAPIError
-	if errors.As(err, &ae) && ae.status == http.StatusConflict {
-		r.emit(Event{Kind: Commentary, Text: "⏱ Hermes no longer waits for that approval (it may have timed out, which denies it)."})
-		return
-	}
-	r.emit(Event{Kind: Commentary, Text: "⚠️ Could not give Hermes the answer to its approval: " + r.h.describe(err).Error()})
-}
-
-// steer keeps a note the person sent mid-run for the next run: Hermes's API
-// server cannot take new input while a run works.
-func (r *hermesRun) steer(s Steer) {
-	r.record(Msg{Role: hermesSteerRole, Content: s.Text, MessageID: s.MessageID})
-	r.emit(Event{Kind: Commentary, Text: "📝 Hermes can't take new instructions in the middle of a run, so your note will go in front of your next message."})
-}
-
-// poll follows a run whose stream was lost until it ends.
-func (r *hermesRun) poll(ctx context.Context) (*outcome, error) {
-	const maxFailures = 5
-	failures := 0
-	answered := false // the approval Hermes waits for was answered
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-		case s := <-r.t.Steer:
-			r.steer(s)
-			continue
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		st, err := r.h.status(ctx, r.id)
-		switch {
-		case err == nil:
-			failures = 0
-			switch st.Status {
-			case "completed":
-				return &outcome{status: "completed", output: st.Output, usage: st.Usage}, nil
-			case "failed":
-				return &outcome{status: "failed", err: st.Error}, nil
-			case "cancelled":
-				return &outcome{status: "cancelled"}, nil
-			case "waiting_for_approval":
-				if !answered {
-					answered = true
-					r.answerBlind(ctx)
-				}
-			default:
-				answered = false
-			}
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case isStatus(err, http.StatusNotFound):
-			return nil, errors.New("Hermes no longer knows this run (did it restart?), so its answer is lost")
-		case isStatus(err, http.StatusUnauthorized, http.StatusForbidden):
-			return nil, r.h.describe(err)
-		default:
-			failures++
-			if failures >= maxFailures {
-				return nil, fmt.Errorf("lost contact with Hermes while following the run (%v); it may still finish there", r.h.describe(err))
-			}
-		}
-		timer.Reset(r.h.cfg.PollEvery)
-	}
-}
-
-// answerBlind answers an approval whose request was in the lost stream:
-// its command is unknown, so it is denied (allowed under /yolo).
-func (r *hermesRun) answerBlind(ctx context.Context) {
-	if r.t.Settings.Yolo {
-		r.answer(ctx, "once")
-		r.emit(Event{Kind: Commentary, Text: "⚠️ Hermes asked for an approval while its live stream was down; YOLO is on, so it was allowed."})
-		return
-	}
-	r.answer(ctx, "deny")
-	r.emit(Event{Kind: Commentary, Text: "⛔ Hermes asked to approve a command while its live stream was down, so what it wanted to run never reached irisgate: it was denied. Ask again if it should run."})
-}
-
-// finish delivers the final answer: Hermes's output is authoritative over
-// the deltas that streamed (some may have been lost).
-func (r *hermesRun) finish(output string, usage *hermesUsage) {
-	r.closeTools(true, "")
-	seg := r.seg
-	if output != "" {
-		trimmed := strings.TrimLeft(seg, " \t\r\n")
-		switch {
-		case strings.HasPrefix(output, seg):
-			r.text(output[len(seg):])
-		case strings.HasPrefix(output, trimmed):
-			r.text(output[len(trimmed):])
-		case strings.TrimSpace(output) == strings.TrimSpace(seg):
-		default:
-			// The deltas say something else than the answer: what streamed
-			// becomes a commentary beat and the reply starts over.
-			if seg != "" {
-				r.emit(Event{Kind: TextIsCommentary, Text: seg})
-				r.seg = ""
-			}
-			r.text(output)
-		}
-	}
-	if strings.TrimSpace(r.seg) == "" {
-		r.emit(Event{Kind: Commentary, Text: "Hermes finished without a reply."})
-	} else {
-		r.record(Msg{Role: "assistant", Content: r.seg})
-	}
-	u := Event{Kind: Usage, Model: HermesModelID}
-	if usage != nil {
-		u.Tokens = usage.OutputTokens
-	}
-	r.emit(u)
-}
-
-// recordPartial keeps what the person saw of a reply that did not finish.
-func (r *hermesRun) recordPartial() {
-	if strings.TrimSpace(r.seg) != "" {
-		r.record(Msg{Role: "assistant", Content: r.seg})
-	}
-}
-
-// --- HTTP ---
-
-func (h *Hermes) headers(req *http.Request) {
-	if h.cfg.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+h.cfg.Key)
-	}
-	req.Header.Set("User-Agent", "irisgate")
-}
-
-// hermesAPIError is an error answer of the API server.
-type hermesAPIError struct {
-	status  int
-	message string
-	code    string
-}
-
-func (e *hermesAPIError) Error() string {
-	if e.message == "" {
-		return fmt.Sprintf("HTTP %d", e.status)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.status, e.message)
-}
-
-func apiError(status int, body []byte) *hermesAPIError {
-	var b struct {
-		Error struct {
-			Message string `json:"message"`
-			Code    string `json:"code"`
-		} `json:"error"`
-	}
-	e := &hermesAPIError{status: status}
-	if json.Unmarshal(body, &b) == nil && b.Error.Message != "" {
-		e.message, e.code = b.Error.Message, b.Error.Code
-	} else {
-		e.message = truncate(strings.TrimSpace(string(body)), 200)
-	}
-	return e
-}
-
-func isStatus(err error, codes ...int) bool {
-	var ae *hermesAPIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.status == c {
-			return true
-		}
-	}
-	return false
-}
-
-// call makes a request other than the event stream and decodes its JSON
-// answer into out (when not nil).
-func (h *Hermes) call(ctx context.Context, method, path string, body, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, h.base+path, rd)
-	if err != nil {
-		return err
-	}
-	h.headers(req)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return apiError(resp.StatusCode, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("Hermes answered %s %s with something that is not the expected JSON: %v", method, path, err)
-		}
-	}
-	return nil
-}
-
-// start starts a run, retrying while Hermes is busy or briefly away.
-func (h *Hermes) start(ctx context.Context, body runRequest) (string, error) {
-	wait := h.cfg.RetryBackoff
-	for attempt := 0; ; attempt++ {
-		var out struct {
-			RunID string `json:"run_id"`
-		}
-		err := h.call(ctx, http.MethodPost, "/v1/runs", body, &out)
-		if err == nil {
-			if out.RunID == "" {
-				return "", errors.New("Hermes accepted the run but sent no run id")
-			}
-			return out.RunID, nil
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		if !retryable(err) || attempt >= h.cfg.MaxRetries {
-			return "", h.describe(err)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "", ctx.Err()
-		}
-		wait *= 2
-	}
-}
-
-// retryable says whether starting a run may be tried again: Hermes was busy
-// or unavailable, or the connection was refused (so no run was made).
-func retryable(err error) bool {
-	if isStatus(err, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// status polls a run.
-func (h *Hermes) status(ctx context.Context, runID string) (hermesStatus, error) {
-	var st hermesStatus
-	err := h.call(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID), nil, &st)
-	return st, err
-}
-
-// stop asks Hermes to stop a run (it waits up to 5 s for the agent). It
-// runs after the turn's context ended, so it has its own deadline.
-func (h *Hermes) stop(runID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// A 404 means the run had already ended: nothing to stop.
-	h.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/stop", nil, nil)
-}
-
-// describe turns a failed request into a sentence a person can act on.
-func (h *Hermes) describe(err error) error {
-	var ae *hermesAPIError
-	if errors.As(err, &ae) {
-		switch ae.status {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("Hermes refused irisgate's API key (HTTP %d: %s): set --hermes-key (or IRISGATE_HERMES_KEY) to the API_SERVER_KEY of Hermes's API server", ae.status, orText(ae.message, "unauthorized"))
-		case http.StatusTooManyRequests:
-			return fmt.Errorf("Hermes is busy: it runs at most 10 runs at once and all are taken (HTTP 429: %s). Send your message again once one has finished", orText(ae.message, "too many runs"))
-		case http.StatusNotFound:
-			return fmt.Errorf("%s has no Hermes run endpoints (HTTP 404: %s): is it Hermes Agent's API server, and a version with /v1/runs?", h.base, orText(ae.message, "not found"))
-		}
-		return fmt.Errorf("Hermes answered HTTP %d: %s", ae.status, orText(ae.message, http.StatusText(ae.status)))
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("Hermes at %s did not answer within %v", h.base, h.cfg.RequestTimeout)
-	}
-	return fmt.Errorf("cannot reach Hermes at %s (%v): is it running, with its API server enabled (API_SERVER_ENABLED=true)?", h.base, unwrapURL(err))
-}
-
-func orText(s, d string) string {
-	if strings.TrimSpace(s) == "" {
-		return d
-	}
-	return s
-}
-
-// unwrapURL drops the "Post http://…:" wrapping of a transport error.
-func unwrapURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-// --- Server-sent events ---
-
-// sseItem is one thing read from an event stream: an event's data, a
-// comment, or the end of the stream (err, io.EOF when it closed cleanly).
-type sseItem struct {
-	data    string
-	comment bool
-	err     error
-}
-
-// maxSSELine bounds one line of the stream.
-const maxSSELine = 16 << 20
-
-// readSSE parses a stream of server-sent events into items until it ends
-// or done closes. Lines may arrive split across any number of reads; an
-// event is dispatched at its blank line, so one cut short is dropped.
-func readSSE(r io.Reader, out chan<- sseItem, done <-chan struct{}) {
-	defer close(out)
-	send := func(it sseItem) bool {
-		select {
-		case out <- it:
-			return true
-		case <-done:
-			return false
-		}
-	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	var data []string
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if err == bufio.ErrBufferFull {
-			if len(line) > maxSSELine {
-				send(sseItem{err: errors.New("an event stream line is too long")})
-				return
-			}
-			continue
-		}
-		if err != nil {
-			send(sseItem{err: err})
-			return
-		}
-		s := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
-		line = line[:0]
-		switch {
-		case s == "":
-			if data != nil {
-				if !send(sseItem{data: strings.Join(data, "\n")}) {
-					return
-				}
-				data = nil
-			}
-		case s[0] == ':':
-			if !send(sseItem{comment: true, data: strings.TrimSpace(s[1:])}) {
-				return
-			}
-		default:
-			field, value, _ := strings.Cut(s, ":")
-			if field == "data" {
-				data = append(data, strings.TrimPrefix(value, " "))
-			}
-			// event:, id: and retry: are not used: Hermes names the event
-			// inside its JSON.
-		}
-	}
-}
-
-// HermesToolEmoji is the emoji shown for one of Hermes's tools ("" when
-// the tool is not known).
-func HermesToolEmoji(name string) string {
-	if e, ok := hermesEmoji[name]; ok {
-		return e
-	}
-	switch {
-	case strings.HasPrefix(name, "browser_"):
-		return "🌐"
-	case strings.HasPrefix(name, "mcp_"):
-		return "🔌"
-	case strings.HasPrefix(name, "ha_"):
-		return "🏠"
-	case strings.HasPrefix(name, "skill"):
-		return "📚"
-	}
-	return ""
-}
-
-var hermesEmoji = map[string]string{
-	"terminal":          "💻",
-	"process":           "⚙️",
-	"execute_code":      "🐍",
-	"read_file":         "📖",
-	"write_file":        "✍️",
-	"patch":             "🩹",
-	"search_files":      "🔍",
-	"web_search":        "🔎",
-	"web_extract":       "🌐",
-	"web_crawl":         "🕸️",
-	"vision_analyze":    "👁️",
-	"image_generate":    "🎨",
-	"text_to_speech":    "🔊",
-	"memory":            "🧠",
-	"session_search":    "🗂️",
-	"todo":              "📋",
-	"clarify":           "❓",
-	"delegate_task":     "🤝",
-	"mixture_of_agents": "🧩",
-	"send_message":      "📨",
-	"cronjob":           "⏰",
 }

@@ -275,8 +275,10 @@ func TestHermesTakesTextOnly(t *testing.T) {
 	rec.waitFor(t, "word on the attachments", commentary("text only"))
 }
 
-func TestHermesSteerWaitsForTheNextRun(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+// An API server without the steer route (the legacy one) gets the note
+// with the next message.
+func TestHermesSteerWaitsForTheNextRunOnOlderHermes(t *testing.T) {
+	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: true})
 	hold := make(chan struct{})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Working"), fakehermes.Hold(hold), fakehermes.Completed("Working.", 1, 1)}})
 	h := newHermes(t, fake.URL)
@@ -478,8 +480,10 @@ func TestHermesKeepalivesKeepTheStream(t *testing.T) {
 	}
 }
 
+// The legacy status does not say what an approval waits for: one asked
+// while the stream was down is denied unseen.
 func TestHermesApprovalLostWithTheStreamIsDenied(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: true})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
 		fakehermes.Delta("Let me"), fakehermes.Disconnect(),
 		fakehermes.Approval("rm -rf /tmp/x", "recursive delete"),

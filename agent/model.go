@@ -2,12 +2,11 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
@@ -46,7 +45,8 @@ type ModelConfig struct {
 	// MaxIterations caps model calls in one turn (model → tools → model…).
 	MaxIterations int
 	// MaxRetries is how often a failed request (429, 5xx, network) is
-	// retried, with backoff, before the turn fails.
+	// retried, with backoff, before the turn fails. Default 3; negative:
+	// never.
 	MaxRetries int
 	HTTPClient *http.Client
 }
@@ -55,6 +55,11 @@ type ModelConfig struct {
 type Model struct {
 	cfg     ModelConfig
 	clients map[string]openai.Client
+
+	mu sync.Mutex
+	// effortFix is what an endpoint and model take instead of a reasoning
+	// effort they refused ("" : none at all), learnt from their 400s.
+	effortFix map[string]string
 }
 
 // NewModel makes the backend. It does not contact the providers.
@@ -68,12 +73,13 @@ func NewModel(cfg ModelConfig) (*Model, error) {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 3
 	}
+	cfg.MaxRetries = max(cfg.MaxRetries, 0) // the client panics below zero
 	if cfg.Tools == nil {
 		cfg.Tools = &Tools{}
 	}
 	m := &Model{cfg: cfg, clients: make(map[string]openai.Client)}
 	for _, p := range cfg.Providers {
-		opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithMaxRetries(cfg.MaxRetries)}
+		opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithMaxRetries(cfg.MaxRetries), option.WithMiddleware(normalizeErrors)}
 		key := p.APIKey
 		if key == "" {
 			key = "none" // local servers need no key, the client insists on one
@@ -172,17 +178,34 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		if tools := m.cfg.Tools.params(); len(tools) > 0 {
 			params.Tools = tools
 		}
-		if r := t.Settings.Reasoning; r != "" && r != "none" {
-			params.ReasoningEffort = shared.ReasoningEffort(r)
-		}
+		want := t.Settings.Reasoning
+		effort := m.effort(prov, mi.ID, want)
+		params.ReasoningEffort = shared.ReasoningEffort(effort)
 		res, err := m.stream(ctx, client, params, emit)
+		// A server that refuses the effort (vLLM takes low, medium, high;
+		// /fast sends minimal) is asked again with one it takes, or none,
+		// and that is remembered for the endpoint and model.
+		for tries := 0; err != nil && effort != "" && !res.started && ctx.Err() == nil && tries < 2; tries++ {
+			use, accepted, ok := refusedEffort(err, effort)
+			if !ok {
+				break
+			}
+			m.learnEffort(prov, mi.ID, want, use)
+			emit(Event{Kind: Commentary, Text: effortNote(prov, want, use, accepted)})
+			effort = use
+			params.ReasoningEffort = shared.ReasoningEffort(effort)
+			res, err = m.stream(ctx, client, params, emit)
+		}
 		if err != nil {
 			if strings.TrimSpace(res.text) != "" {
 				// The person saw this much of the reply (it is kept,
 				// marked stopped): the model sees it next time too.
 				record(Msg{Role: "assistant", Content: res.text})
 			}
-			return err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return describeAPIError(err, prov.BaseURL, res.started)
 		}
 		totalTokens += res.completionTokens
 		if costKnown {
@@ -228,6 +251,36 @@ func (m *Model) Run(ctx context.Context, t Turn, emit func(Event)) error {
 	}
 }
 
+// effort is the reasoning effort to send for a lane's choice: "" for none,
+// or what the endpoint and model take instead of one they refused.
+func (m *Model) effort(p Provider, model, want string) string {
+	if want == "" || want == "none" {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if use, ok := m.effortFix[p.BaseURL+"\x00"+model+"\x00"+want]; ok {
+		return use
+	}
+	return want
+}
+
+func (m *Model) learnEffort(p Provider, model, want, use string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.effortFix == nil {
+		m.effortFix = map[string]string{}
+	}
+	m.effortFix[p.BaseURL+"\x00"+model+"\x00"+want] = use
+}
+
+func effortNote(p Provider, want, use string, accepted []string) string {
+	if use == "" {
+		return fmt.Sprintf("ℹ️ The model server at %s refused reasoning effort “%s”, so it is left out from now on.", p.BaseURL, want)
+	}
+	return fmt.Sprintf("ℹ️ The model server at %s takes reasoning effort %s, not “%s”: “%s” is sent instead from now on.", p.BaseURL, strings.Join(accepted, ", "), want, use)
+}
+
 // notRun is the result of a tool call a stop prevented.
 const notRun = "error: not run: the person stopped the turn"
 
@@ -263,108 +316,6 @@ func repair(history []Msg) []Msg {
 		i = j - 1
 	}
 	return out
-}
-
-type streamResult struct {
-	text             string
-	calls            []ToolCall
-	promptTokens     int
-	completionTokens int
-}
-
-// stream makes one streaming call, reporting text and reasoning as they
-// come and assembling tool calls from their split deltas.
-func (m *Model) stream(ctx context.Context, client openai.Client, params openai.ChatCompletionNewParams, emit func(Event)) (streamResult, error) {
-	var res streamResult
-	var text strings.Builder
-	calls := map[int64]*ToolCall{}
-	st := client.Chat.Completions.NewStreaming(ctx, params)
-	defer st.Close()
-	for st.Next() {
-		chunk := st.Current()
-		if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
-			res.promptTokens = int(chunk.Usage.PromptTokens)
-			res.completionTokens = int(chunk.Usage.CompletionTokens)
-		}
-		for _, ch := range chunk.Choices {
-			d := ch.Delta
-			if r := reasoningDelta(d); r != "" {
-				emit(Event{Kind: Reasoning, Text: r})
-			}
-			if d.Content != "" {
-				text.WriteString(d.Content)
-				emit(Event{Kind: Text, Text: d.Content})
-			}
-			for _, tc := range d.ToolCalls {
-				c := calls[tc.Index]
-				if c == nil {
-					c = &ToolCall{}
-					calls[tc.Index] = c
-				}
-				if tc.ID != "" {
-					c.ID = tc.ID
-				}
-				if tc.Function.Name != "" {
-					c.Name += tc.Function.Name
-				}
-				c.Arguments += tc.Function.Arguments
-			}
-		}
-	}
-	res.text = text.String()
-	if err := st.Err(); err != nil {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		return res, describeAPIError(err)
-	}
-	idx := make([]int64, 0, len(calls))
-	for i := range calls {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
-	for n, i := range idx {
-		c := *calls[i]
-		if c.ID == "" {
-			c.ID = fmt.Sprintf("call_%d", n)
-		}
-		res.calls = append(res.calls, c)
-	}
-	return res, nil
-}
-
-// reasoningDelta reads the non-standard reasoning fields servers send:
-// reasoning_content (DeepSeek, vLLM, llama.cpp) or reasoning (OpenRouter,
-// Ollama).
-func reasoningDelta(d openai.ChatCompletionChunkChoiceDelta) string {
-	for _, k := range []string{"reasoning_content", "reasoning"} {
-		f, ok := d.JSON.ExtraFields[k]
-		if !ok {
-			continue
-		}
-		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// describeAPIError turns an API failure into a sentence a person can act on.
-func describeAPIError(err error) error {
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		switch apiErr.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("the model provider refused the API key (HTTP %d)", apiErr.StatusCode)
-		case http.StatusTooManyRequests:
-			return fmt.Errorf("the model provider is rate limiting us (HTTP 429) and retries did not help")
-		case http.StatusNotFound:
-			return fmt.Errorf("the model provider does not know this model or endpoint (HTTP 404)")
-		}
-		return fmt.Errorf("the model provider answered HTTP %d: %s", apiErr.StatusCode, truncate(apiErr.Message, 200))
-	}
-	return fmt.Errorf("the model's stream broke off before the reply was complete (%v); what arrived is kept: send again or /retry", err)
 }
 
 // fitWindow returns the messages to send: the system prompt and as much

@@ -3,10 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/sandbox"
 )
 
 // Tool is something the model can call.
@@ -48,7 +46,15 @@ type ToolEnv struct {
 // approval policy they run under.
 type Tools struct {
 	List []*Tool
-	// Policy decides which terminal commands need approval.
+	// Sandbox walls the terminal's commands in and tells the file tools
+	// what they may never open; nil: no walls (every command that is not
+	// read-only asks).
+	Sandbox *sandbox.Sandbox
+	// Mode is the approval mode of lanes that chose none (default
+	// AskOutside).
+	Mode ApprovalMode
+	// Policy lists the clearly destructive commands asked about even
+	// inside the sandbox, as a courtesy.
 	Policy *Policy
 	// Timeout bounds one terminal command; OutputCap the output kept.
 	Timeout   time.Duration
@@ -165,52 +171,24 @@ func DefaultRules() []Rule {
 	}
 }
 
+// harmlessRedirect is output thrown away, sent where it goes anyway, or
+// sent to the network (bash's /dev/tcp, which the sandbox keeps offline
+// unless the person allows it): not a write to a file outside the working
+// directory.
+var harmlessRedirect = regexp.MustCompile(`[0-9&]?>>?\s*/dev/((null|stdout|stderr)\b|(tcp|udp)/)`)
+
 // Check returns why command is dangerous, or "" when it is not.
 func (p *Policy) Check(command string) string {
 	if p == nil {
 		return ""
 	}
+	command = harmlessRedirect.ReplaceAllString(command, "")
 	for _, r := range p.Rules {
 		if r.Pattern.MatchString(command) {
 			return "This command " + r.Description + "."
 		}
 	}
 	return ""
-}
-
-// approve asks the person when a command is dangerous. It returns nil
-// when the command may run.
-func (env *ToolEnv) approve(ctx context.Context, command, why string) error {
-	if why == "" || env.Yolo {
-		return nil
-	}
-	if env.Asker == nil {
-		return errors.New("denied: this needs approval and no one can be asked")
-	}
-	choice, err := env.Asker.Approve(ctx, command, why)
-	if err != nil {
-		return fmt.Errorf("denied: %v", err)
-	}
-	if choice == "deny" || choice == "" {
-		return errors.New("denied by the person; do not retry it, ask or choose another way")
-	}
-	return nil
-}
-
-// within resolves p against the working directory and reports whether it
-// stays inside it.
-func (env *ToolEnv) within(p string) (string, bool) {
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = filepath.Join(home, p[2:])
-		}
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(env.Cwd, p)
-	}
-	p = filepath.Clean(p)
-	rel, err := filepath.Rel(env.Cwd, p)
-	return p, err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func str(args map[string]any, k string) string {

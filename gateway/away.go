@@ -17,6 +17,11 @@ import (
 // their channels.
 
 // wakes reports whether an event should wake a person, and what to say.
+// What the person must answer (the agent's approvals and questions) is a
+// picker push, the most urgent; cron posts and deliveries say so in their
+// kind. A picker a device opened for itself with a command (/model,
+// /reasoning, /fast, /new) wakes nobody: the device that asked is there,
+// and no other device needs to be called for it.
 func wakes(ev *core.Event) (push.Note, bool) {
 	n := push.Note{ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Cursor: ev.Cursor, Collapse: ev.Lane.String()}
 	switch ev.Type {
@@ -25,7 +30,7 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		if ev.Message == nil || (strings.TrimSpace(ev.Message.Text) == "" && len(ev.Message.Media) == 0) {
 			return n, false
 		}
-		n.Kind, n.Title, n.Body = "message", "Agent", ev.Message.Text
+		n.Kind, n.Title, n.Body, n.MessageID = push.KindMessage, "Agent", ev.Message.Text, ev.Message.ID
 		if strings.TrimSpace(n.Body) == "" {
 			n.Body = mediaBody(*ev.Message)
 		}
@@ -35,13 +40,13 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		}
 		switch ev.Message.Role {
 		case core.RoleAssistant:
-			n.Kind, n.Title = "message", "Agent"
+			n.Kind, n.Title = push.KindMessage, "Agent"
 		case core.RoleCron:
-			n.Kind, n.Title = "cron", "Cron"
+			n.Kind, n.Title = push.KindCron, "Cron"
 		default:
 			return n, false
 		}
-		n.Body = ev.Message.Text
+		n.Body, n.MessageID = ev.Message.Text, ev.Message.ID
 		if strings.TrimSpace(n.Body) == "" {
 			n.Body = mediaBody(*ev.Message) // a delivered file without a caption
 		}
@@ -49,12 +54,18 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		if ev.Notification == nil {
 			return n, false
 		}
-		n.Kind, n.Title, n.Body = "notification", ev.Notification.Title, ev.Notification.Body
+		n.Kind, n.Title, n.Body = push.KindNotification, ev.Notification.Title, ev.Notification.Body
+		switch ev.Notification.Kind {
+		case "approval", "clarify": // the notification of an agent's picker
+			n.Kind = push.KindPicker
+		case "cron": // of a cron post or a delivery: titled with the job or channel
+			n.Kind = push.KindCron
+		}
 	case core.EvPicker:
-		if ev.Picker == nil {
+		if ev.Picker == nil || !agentAsks(ev.Picker.Kind) {
 			return n, false
 		}
-		n.Kind, n.Title, n.Body = "picker", ev.Picker.Title, ev.Picker.Command
+		n.Kind, n.Title, n.Body = push.KindPicker, ev.Picker.Title, ev.Picker.Command
 		if n.Body == "" {
 			n.Body = "Your answer is needed"
 		}
@@ -62,6 +73,25 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		return n, false
 	}
 	return n, ev.Cursor > 0
+}
+
+// agentAsks reports whether a picker kind is the agent asking the person
+// (approval, clarify), as opposed to a command's menu.
+func agentAsks(kind string) bool { return kind == "approval" || kind == "clarify" }
+
+// checkPushAddresses checks the addresses a device registers ("": none).
+func checkPushAddresses(fcmToken, ntfyTopic string) *core.Error {
+	if fcmToken != "" {
+		if err := push.ValidFCMToken(fcmToken); err != nil {
+			return core.Errorf(core.CodeUnsupported, "%v; push through FCM stays off for this device", err)
+		}
+	}
+	if ntfyTopic != "" {
+		if err := push.ValidNtfyTopic(ntfyTopic); err != nil {
+			return core.Errorf(core.CodeUnsupported, "%v; push through ntfy stays off for this device", err)
+		}
+	}
+	return nil
 }
 
 // pushLoop feeds wake-worthy events to the pusher off the commit path, so

@@ -8,9 +8,10 @@ import (
 
 // TestWakes: which committed events wake a device that is away, and what
 // the push says. A final assistant message, a cron message, a
-// notification and every picker do; the stream, the person's own words,
-// the gateway's system lines and anything not in the outbox (cursor 0)
-// do not. Pushes collapse per lane.
+// notification and the agent's approvals and questions do; the stream,
+// the person's own words, the gateway's system lines, a command's menu
+// and anything not in the outbox (cursor 0) do not. Pushes collapse per
+// lane.
 func TestWakes(t *testing.T) {
 	lane := core.Lane{ChatID: "chan_1"}
 	thread := core.Lane{ChatID: "chan_1", ThreadID: "t_1"}
@@ -31,9 +32,21 @@ func TestWakes(t *testing.T) {
 		{"delivered file", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "", file)}, "cron", "📎 chart.png"},
 		{"the person's own message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleUser, "hi")}, "", ""},
 		{"a system line", &core.Event{Type: core.EvMessage, Message: msg(core.RoleSystem, "Kept the session")}, "", ""},
-		{"notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "cron", Title: "digest", Body: "3 items"}}, "notification", "3 items"},
+		// A cron post's or a delivery's notification keeps the cron kind
+		// (its tag) and its title, the job's or the channel's name.
+		{"cron notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "cron", Title: "digest", Body: "3 items"}}, "cron", "3 items"},
+		{"other notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "info", Title: "note", Body: "fyi"}}, "notification", "fyi"},
+		// The notification of an approval or a question is as urgent as
+		// its picker: merged with it, it must not lower its priority.
+		{"approval notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "approval", Title: "Run?", Body: "make deploy"}}, "picker", "make deploy"},
+		{"clarify notification", &core.Event{Type: core.EvNotification, Notification: &core.Notification{Kind: "clarify", Title: "Which?", Body: "Which?"}}, "picker", "Which?"},
 		{"approval picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_1", Kind: "approval", Title: "Run?", Command: "make deploy"}}, "picker", "make deploy"},
 		{"clarify picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_2", Kind: "clarify", Title: "Which?"}}, "picker", "Your answer is needed"},
+		// Issue 14 item 10: a menu a device opened for itself with a
+		// command (/reasoning, /fast, /model, /new) wakes nobody.
+		{"/reasoning picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_3", Kind: "choice", Title: "Reasoning effort"}}, "", ""},
+		{"/model picker", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_4", Kind: "model", Title: "Model"}}, "", ""},
+		{"/new confirm", &core.Event{Type: core.EvPicker, Picker: &core.Picker{ID: "pc_5", Kind: "confirm", Title: "Start a new session?"}}, "", ""},
 		{"stream update", &core.Event{Type: core.EvMessageUpdate, Text: "partial"}, "", ""},
 		{"agent idle", &core.Event{Type: core.EvAgentIdle}, "", ""},
 		{"tool end", &core.Event{Type: core.EvToolEnd}, "", ""},
@@ -50,6 +63,11 @@ func TestWakes(t *testing.T) {
 			}
 			if n.Kind != tc.kind || n.Body != tc.body || n.Cursor != 41 || n.ChatID != "chan_1" || n.Collapse != "chan_1" {
 				t.Fatalf("note = %+v, want kind %q body %q at cursor 41, collapsed on the lane", n, tc.kind, tc.body)
+			}
+			// A message's push names it, so the app can open it and skip it
+			// when sync replays it.
+			if m := tc.ev.Message; m != nil && n.MessageID != m.ID {
+				t.Fatalf("note = %+v, want message_id %q", n, m.ID)
 			}
 			// Not in the outbox, no cursor to report: no push.
 			ev.Cursor = 0

@@ -323,8 +323,13 @@ func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limi
 
 // RegisterPush stores a device's push addresses.
 // A browser's Web Push subscription (JSON) may come along; it is checked
-// for an endpoint and keys before it is kept.
+// for an endpoint and keys before it is kept. An address its service
+// would refuse (an ntfy topic ntfy does not accept) refuses the request,
+// and nothing is stored.
 func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyTopic, webPush string) error {
+	if err := checkPushAddresses(fcmToken, ntfyTopic); err != nil {
+		return err
+	}
 	if webPush != "" && webPush != "null" {
 		var sub struct {
 			Endpoint string `json:"endpoint"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -24,6 +25,10 @@ type Welcome struct {
 	Channels         []core.Channel
 	SyncCursor       int64
 	LastPushedCursor int64
+	// PushRefused, when set, says why a push address the hello carried
+	// was not kept (an ntfy topic ntfy would refuse): the connection is
+	// made all the same, and the dialect tells the device.
+	PushRefused *core.Error
 }
 
 // Connect registers an authenticated device's connection and queues its
@@ -31,6 +36,17 @@ type Welcome struct {
 // with hub.ErrReplaced. The caller queues its hello reply with SendFirst,
 // which puts it before the greeting.
 func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.Conn, Welcome, error) {
+	var w Welcome
+	var refused []string
+	if err := checkPushAddresses(d.FCMToken, ""); err != nil {
+		d.FCMToken, refused = "", append(refused, err.Message)
+	}
+	if err := checkPushAddresses("", d.NtfyTopic); err != nil {
+		d.NtfyTopic, refused = "", append(refused, err.Message)
+	}
+	if len(refused) > 0 {
+		w.PushRefused = core.Errorf(core.CodeUnsupported, "%s", strings.Join(refused, "; "))
+	}
 	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic}); err != nil {
 		return nil, Welcome{}, err
 	}
@@ -44,7 +60,6 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 	// The head is read after registration: every frame above it reaches
 	// this connection live, every frame at or below it can be synced.
-	var w Welcome
 	if w.SyncCursor, err = g.st.OutboxHead(ctx); err == nil {
 		if w.Channels, err = g.st.Channels(ctx); err == nil {
 			var sd store.Device

@@ -75,6 +75,7 @@ type Gateway struct {
 	lanes    map[core.Lane]*lane
 	pickers  map[string]*picker
 	sessions map[core.Lane]*session
+	titles   titles // auto-thread titles being asked for (autotitle.go)
 	turns    sync.WaitGroup
 	down     bool
 }

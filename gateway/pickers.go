@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 )
 
@@ -180,47 +181,114 @@ var approvalChoices = []core.Choice{
 	{Value: "deny", Label: "Deny"},
 }
 
+// networkChoices answer a command's request for the network: session and
+// always let every command use it.
+var networkChoices = []core.Choice{
+	{Value: "once", Label: "Allow once"},
+	{Value: "session", Label: "Allow the network for this session"},
+	{Value: "always", Label: "Always allow the network"},
+	{Value: "deny", Label: "Deny"},
+}
+
+// reservedPrefix starts the names of grants (agent.GrantNetwork): a
+// command spelled like one is never remembered, nor found remembered, so
+// approving it can grant nothing else.
+const reservedPrefix = "irisgate:"
+
 // Approve implements agent.Asker. Commands approved for the lane's session
 // or for good pass without asking; silence past the timeout is a deny.
 func (a laneAsker) Approve(ctx context.Context, command, description string) (string, error) {
+	return a.Request(ctx, agent.Request{Command: command, Why: description})
+}
+
+// Mode implements agent.Approver: the lane's chosen approval mode, or
+// never under /yolo.
+func (a laneAsker) Mode() agent.ApprovalMode {
+	a.g.mu.Lock()
+	yolo := a.g.sessions[a.lane] != nil && a.g.sessions[a.lane].yolo
+	a.g.mu.Unlock()
+	if yolo {
+		return agent.AskNever
+	}
+	return agent.ApprovalMode(a.g.settings(context.Background(), a.lane).Approvals)
+}
+
+// Granted implements agent.Approver.
+func (a laneAsker) Granted(ctx context.Context, grant string) bool {
+	if a.g.laneApproved(a.lane, grant) {
+		return true
+	}
+	ok, err := a.g.st.Approved(ctx, grant)
+	return err == nil && ok
+}
+
+// Request implements agent.Approver: the picker shows exactly what will
+// run and why it asks; session and always remember r.Grant, or else the
+// command itself.
+func (a laneAsker) Request(ctx context.Context, r agent.Request) (string, error) {
 	g := a.g
-	if g.laneApproved(a.lane, command) {
+	key, remember := r.Grant, true
+	if key == "" {
+		key, remember = r.Command, !strings.HasPrefix(r.Command, reservedPrefix)
+	}
+	if remember && g.laneApproved(a.lane, key) {
 		return "session", nil
 	}
-	if ok, err := g.st.Approved(ctx, command); err == nil && ok {
-		return "always", nil
+	if remember {
+		if ok, err := g.st.Approved(ctx, key); err == nil && ok {
+			return "always", nil
+		}
 	}
-	ans, ok, err := g.ask(ctx, a.lane, core.Picker{Kind: "approval", Title: "Run this command?", Command: command, Description: description, Choices: approvalChoices}, false)
+	p := core.Picker{Kind: "approval", Title: r.Title, Command: r.Command, Description: r.Why, Choices: approvalChoices}
+	if p.Title == "" {
+		p.Title = "Run this command?"
+	}
+	if r.Grant == agent.GrantNetwork {
+		p.Choices = networkChoices
+	}
+	ans, ok, err := g.ask(ctx, a.lane, p, false)
 	if err != nil {
 		return "deny", err
 	}
 	if !ok {
-		g.systemMessage(context.Background(), a.lane, fmt.Sprintf("⏱ No answer within %v: denied `%s`.", g.cfg.AskTimeout, command))
+		g.systemMessage(context.Background(), a.lane, fmt.Sprintf("⏱ No answer within %v: denied `%s`.", g.cfg.AskTimeout, r.Command))
 		return "deny", nil
 	}
 	v := ans.value
-	switch v {
-	case "session":
-		g.approveForLane(a.lane, command)
-	case "always":
-		if err := g.st.Approve(context.Background(), command); err != nil {
+	switch {
+	case !remember:
+	case v == "session":
+		g.approveForLane(a.lane, key)
+	case v == "always":
+		if err := g.st.Approve(context.Background(), key); err != nil {
 			g.log.Warn("saving an approval", "err", err)
 		}
 	}
-	g.replyMessage(context.Background(), a.lane, ans.from, approvalReply(v, command))
+	g.replyMessage(context.Background(), a.lane, ans.from, approvalReply(v, r))
 	return v, nil
 }
 
-func approvalReply(v, command string) string {
+func approvalReply(v string, r agent.Request) string {
+	if r.Grant == agent.GrantNetwork {
+		switch v {
+		case "once":
+			return "✅ Network allowed once: `" + r.Command + "`"
+		case "session":
+			return "✅ Network allowed for this session, starting with `" + r.Command + "`"
+		case "always":
+			return "✅ Network always allowed, starting with `" + r.Command + "`"
+		}
+		return "⛔ Denied: `" + r.Command + "`"
+	}
 	switch v {
 	case "once":
-		return "✅ Allowed once: `" + command + "`"
+		return "✅ Allowed once: `" + r.Command + "`"
 	case "session":
-		return "✅ Allowed for this session: `" + command + "`"
+		return "✅ Allowed for this session: `" + r.Command + "`"
 	case "always":
-		return "✅ Always allowed: `" + command + "`"
+		return "✅ Always allowed: `" + r.Command + "`"
 	}
-	return "⛔ Denied: `" + command + "`"
+	return "⛔ Denied: `" + r.Command + "`"
 }
 
 // Clarify implements agent.Asker.

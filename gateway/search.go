@@ -25,11 +25,13 @@ type SearchRequest struct {
 	Scope string    // all (default) | chat
 	Lane  core.Lane // for scope chat; the default channel when absent
 	Limit int
+	// Before pages: the hits older than this one (a message id).
+	Before string
 }
 
-// Search finds messages by their words, newest first (see store.Search).
-// It returns the scope it searched.
-func (g *Gateway) Search(ctx context.Context, req SearchRequest) (string, []store.SearchHit, error) {
+// Search finds messages by their words, newest first, a page at a time
+// (see store.SearchPageBefore). It returns the scope it searched.
+func (g *Gateway) Search(ctx context.Context, req SearchRequest) (string, store.SearchPage, error) {
 	switch {
 	case req.Limit <= 0:
 		req.Limit = DefaultSearch
@@ -42,12 +44,12 @@ func (g *Gateway) Search(ctx context.Context, req SearchRequest) (string, []stor
 		req.Scope = ScopeAll
 	case ScopeChat:
 		if _, err := g.resolveLane(ctx, &req.Lane); err != nil {
-			return "", nil, err
+			return "", store.SearchPage{}, err
 		}
 		lane = &req.Lane
 	default:
-		return "", nil, core.Errorf(core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s", quote(req.Scope))
+		return "", store.SearchPage{}, core.Errorf(core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s", quote(req.Scope))
 	}
-	hits, err := g.st.Search(ctx, req.Query, lane, req.Limit)
-	return req.Scope, hits, err
+	page, err := g.st.SearchPageBefore(ctx, req.Query, lane, req.Before, req.Limit)
+	return req.Scope, page, notFound(err, "unknown before_message_id "+quote(req.Before))
 }

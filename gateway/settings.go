@@ -16,6 +16,9 @@ type laneSettings struct {
 	Reasoning     string `json:"reasoning,omitempty"`
 	ShowReasoning *bool  `json:"show_reasoning,omitempty"`
 	Fast          bool   `json:"fast,omitempty"`
+	// Approvals is the lane's approval mode (agent.AskAll, AskOutside);
+	// "" the tools' default. /yolo is not kept: it ends with the session.
+	Approvals string `json:"approvals,omitempty"`
 }
 
 // session is what a lane's session remembers until /new or a restart:

@@ -39,9 +39,10 @@ func init() {
 		{Name: "/model", Description: "Switch model", ArgsHint: "[provider/model]", Category: "Configuration", run: cmdModel},
 		{Name: "/reasoning", Description: "Set reasoning effort, or show/hide reasoning", ArgsHint: "[none|minimal|low|medium|high|show|hide]", Category: "Configuration", run: cmdReasoning},
 		{Name: "/fast", Description: "Fast mode: minimal reasoning (and the fast model, when one is set)", ArgsHint: "[on|off]", Category: "Configuration", run: cmdFast},
-		{Name: "/yolo", Description: "Run commands without asking, for this session (toggle)", Category: "Tools & Skills", run: cmdYolo},
+		{Name: "/yolo", Description: "Ask nothing, for this session (toggle); the sandbox stays", Category: "Tools & Skills", run: cmdYolo},
 		{Name: "/approve", Description: "Approve the pending command", ArgsHint: "[session|always]", Category: "Tools & Skills", run: cmdApprove},
 		{Name: "/deny", Description: "Deny the pending command", Category: "Tools & Skills", run: cmdDeny},
+		{Name: "/approvals", Description: "Choose what asks first: everything not read-only, only what leaves the sandbox, or nothing", ArgsHint: "[ask|auto|yolo]", Category: "Tools & Skills", run: cmdApprovals},
 		{Name: "/cron", Description: "List, add, pause, resume, remove or run scheduled jobs", ArgsHint: "[list|add SCHEDULE | PROMPT|pause ID|resume ID|rm ID|run ID]", Category: "Tools & Skills", run: cmdCron},
 		{Name: "/status", Description: "Show session status", Category: "Info", run: cmdStatus},
 		{Name: "/help", Description: "List the commands", Category: "Info", run: cmdHelp},
@@ -229,7 +230,7 @@ func cmdStatus(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string
 	}
 	g.mu.Unlock()
 	fmt.Fprintf(&b, "Turn running: %v, queued: %d\n", running, queued)
-	fmt.Fprintf(&b, "Approvals: %s\n", map[bool]string{true: "off (/yolo)", false: "on"}[as.Yolo])
+	fmt.Fprintf(&b, "Approvals: %s — %s\n", map[bool]string{true: "off", false: "on"}[as.Yolo], strings.ToLower(approvalsLabel(s, as.Yolo)))
 	fmt.Fprintf(&b, "Working directory: %s", homeRelative(g.cfg.Workdir))
 	g.systemMessage(ctx, lk, b.String())
 	return nil
@@ -416,44 +417,6 @@ func cmdFast(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args st
 		}},
 		onSelect: set,
 	})
-}
-
-func cmdYolo(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string) error {
-	g.mu.Lock()
-	ss := g.laneSession(lk)
-	ss.yolo = !ss.yolo
-	on := ss.yolo
-	g.mu.Unlock()
-	if on {
-		g.systemMessage(ctx, lk, "⚠️ YOLO: commands run without asking until /yolo again or /new.")
-	} else {
-		g.systemMessage(ctx, lk, "Approvals are back on.")
-	}
-	return nil
-}
-
-func cmdApprove(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
-	id := g.pendingApproval(lk)
-	if id == "" {
-		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
-	}
-	v := "once"
-	switch strings.ToLower(args) {
-	case "", "once":
-	case "session", "always":
-		v = strings.ToLower(args)
-	default:
-		return core.Errorf(core.CodeUnsupported, "use /approve, /approve session or /approve always")
-	}
-	return g.SelectPicker(ctx, from, id, v)
-}
-
-func cmdDeny(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
-	id := g.pendingApproval(lk)
-	if id == "" {
-		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
-	}
-	return g.SelectPicker(ctx, from, id, "deny")
 }
 
 func cmdStop(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {

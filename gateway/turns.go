@@ -386,6 +386,9 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		if ferr != nil && !errors.Is(ferr, store.ErrNotFound) { // not found: deleted while streaming
 			g.log.Error("turn: saving the reply", "lane", lk.String(), "err", ferr)
 		}
+		if ferr == nil {
+			g.autoTitle(lk, pt.msg, m) // off the turn's path: it returns at once
+		}
 	}
 	if err != nil && !stopped {
 		g.log.Warn("turn failed", "lane", lk.String(), "err", err)

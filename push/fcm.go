@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -27,7 +28,9 @@ type FCM struct {
 const fcmScope = "https://www.googleapis.com/auth/firebase.messaging"
 
 // NewFCM reads a service-account JSON key. endpoint may be empty for the
-// real service.
+// real service. base (may be nil) makes the requests; minting a token is
+// bounded by fcmTokenTimeout, since oauth2 fetches it outside the
+// request's context.
 func NewFCM(serviceAccountJSON []byte, endpoint string, base *http.Client) (*FCM, error) {
 	var sa struct {
 		ProjectID string `json:"project_id"`
@@ -39,16 +42,31 @@ func NewFCM(serviceAccountJSON []byte, endpoint string, base *http.Client) (*FCM
 	if err != nil {
 		return nil, fmt.Errorf("fcm: %w", err)
 	}
-	ctx := context.Background()
+	tokenClient := &http.Client{Timeout: fcmTokenTimeout}
 	if base != nil {
-		ctx = context.WithValue(ctx, oauth2.HTTPClient, base)
+		c := *base
+		if c.Timeout == 0 || c.Timeout > fcmTokenTimeout {
+			c.Timeout = fcmTokenTimeout
+		}
+		tokenClient = &c
 	}
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, tokenClient)
 	if endpoint == "" {
 		endpoint = "https://fcm.googleapis.com"
 	}
 	// ReuseTokenSource caches the token until shortly before it expires.
-	client := oauth2.NewClient(ctx, oauth2.ReuseTokenSource(nil, cfg.TokenSource(ctx)))
+	src := oauth2.ReuseTokenSource(nil, cfg.TokenSource(ctx))
+	client := &http.Client{Transport: &oauth2.Transport{Source: src, Base: transport(base)}}
 	return &FCM{project: sa.ProjectID, endpoint: strings.TrimRight(endpoint, "/"), client: client}, nil
+}
+
+const fcmTokenTimeout = 30 * time.Second
+
+func transport(c *http.Client) http.RoundTripper {
+	if c != nil && c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
 }
 
 // Name implements Backend.
@@ -57,14 +75,20 @@ func (f *FCM) Name() string { return "fcm" }
 // Address implements Backend.
 func (f *FCM) Address(d store.Device) string { return d.FCMToken }
 
-// Send implements Backend: a high-priority data message, collapsed per lane.
+// Send implements Backend: a high-priority data message, collapsed per
+// lane while the phone is offline. The app builds the notification from
+// data: tag names the lane's notification, to replace rather than add.
 func (f *FCM) Send(ctx context.Context, token string, n Note) error {
 	data := map[string]string{
 		"type": n.Kind, "title": n.Title, "body": n.Body, "chat_id": n.ChatID,
-		"cursor": strconv.FormatInt(n.Cursor, 10),
+		"cursor": strconv.FormatInt(n.Cursor, 10), "tag": n.Collapse,
+		"priority": map[int]string{4: "high", 3: "default"}[n.priority()],
 	}
 	if n.ThreadID != "" {
 		data["thread_id"] = n.ThreadID
+	}
+	if n.MessageID != "" {
+		data["message_id"] = n.MessageID
 	}
 	body, _ := json.Marshal(map[string]any{"message": map[string]any{
 		"token": token,
@@ -82,26 +106,60 @@ func (f *FCM) Send(ctx context.Context, token string, n Note) error {
 	req.Header.Set("Content-Type", "application/json")
 	res, err := f.client.Do(req)
 	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			return &Error{Backend: "fcm", Kind: ErrAuth, Msg: "Google refused the service account's token request: " + cut(re.Error(), 200),
+				Fix: "check --fcm-service-account (IRISGATE_FCM_SERVICE_ACCOUNT): the key may be deleted or disabled"}
+		}
 		return err
 	}
-	defer res.Body.Close()
-	rb, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	return fcmAnswer(res)
+}
+
+// fcmAnswer classifies an FCM v1 answer by its HTTP status and the
+// FcmError code in the error's details (FCM's ErrorCode reference):
+// UNREGISTERED (404) and SENDER_ID_MISMATCH (403) mean the token will
+// never work with these credentials, nor will one FCM calls "not a valid
+// FCM registration token" (400); any other INVALID_ARGUMENT is this
+// message refused; 401 (THIRD_PARTY_AUTH_ERROR, UNAUTHENTICATED) and 403
+// PERMISSION_DENIED are the service account's; QUOTA_EXCEEDED (429) asks
+// us to slow down; UNAVAILABLE and INTERNAL (5xx) pass.
+func fcmAnswer(res *http.Response) error {
+	rb := readBody(res)
 	if res.StatusCode == http.StatusOK {
 		return nil
 	}
-	switch {
-	// FCM says a token is gone with 404 NOT_FOUND and an UNREGISTERED
-	// error code in the details; a token of another Firebase project
-	// (SENDER_ID_MISMATCH) or one FCM cannot parse will never work with
-	// these credentials either.
-	case res.StatusCode == http.StatusNotFound, bytes.Contains(rb, []byte("UNREGISTERED")),
-		bytes.Contains(rb, []byte("SENDER_ID_MISMATCH")),
-		res.StatusCode == http.StatusBadRequest && bytes.Contains(rb, []byte("registration token")):
-		return ErrGone
-	// Any other 400 is this message refused; sent again it would be
-	// refused again.
-	case res.StatusCode == http.StatusBadRequest:
-		return fmt.Errorf("%w: %w", ErrRefused, httpError("fcm", res.StatusCode, string(rb)))
+	var je struct {
+		Error struct {
+			Message string `json:"message"`
+			Status  string `json:"status"`
+			Details []struct {
+				ErrorCode string `json:"errorCode"`
+			} `json:"details"`
+		} `json:"error"`
 	}
-	return httpError("fcm", res.StatusCode, string(rb))
+	json.Unmarshal(rb, &je)
+	code := je.Error.Status
+	for _, d := range je.Error.Details {
+		if d.ErrorCode != "" {
+			code = d.ErrorCode
+		}
+	}
+	e := &Error{Backend: "fcm", Status: res.StatusCode, Msg: strings.TrimSpace(code + " " + je.Error.Message)}
+	if e.Msg == "" {
+		e.Msg = cut(string(rb), 200)
+	}
+	switch s := res.StatusCode; {
+	case code == "UNREGISTERED", code == "SENDER_ID_MISMATCH", s == http.StatusNotFound,
+		s == http.StatusBadRequest && strings.Contains(je.Error.Message, "registration token"):
+		e.Kind = ErrGone
+	case s == http.StatusBadRequest:
+		e.Kind = ErrRefused
+	case s == http.StatusUnauthorized, s == http.StatusForbidden:
+		e.Kind = ErrAuth
+		e.Fix = "check --fcm-service-account (IRISGATE_FCM_SERVICE_ACCOUNT): its project must have the Firebase Cloud Messaging API enabled and the account the role to send (Firebase Cloud Messaging API Admin)"
+	case s == http.StatusTooManyRequests:
+		e.Kind = ErrRateLimited
+	}
+	return e
 }

@@ -7,35 +7,56 @@ package push
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/irisgate/irisgate/store"
 )
 
-// ErrGone is what a backend returns when the device's registration no
-// longer exists (FCM UNREGISTERED, HTTP 404/410): it is dropped.
-var ErrGone = errors.New("push: registration gone")
-
-// ErrRefused is what a backend returns when the service refused a message
-// for good: it is not retried, and the registration is kept.
-var ErrRefused = errors.New("push: message refused")
+// Kinds of push.
+const (
+	KindMessage      = "message"
+	KindCron         = "cron" // a cron post or a delivery from a script
+	KindNotification = "notification"
+	KindPicker       = "picker" // the agent asks: an approval or a question
+)
 
 // Note is what a push says.
 type Note struct {
-	Title    string
-	Body     string
-	ChatID   string
-	ThreadID string
-	Cursor   int64
-	Kind     string // message | cron | notification | picker
+	Title     string
+	Body      string
+	ChatID    string
+	ThreadID  string
+	MessageID string // the message announced, when it is one
+	Cursor    int64
+	Kind      string // KindMessage | KindCron | KindNotification | KindPicker
 	// Collapse groups pushes that replace each other (one per lane).
 	Collapse string
+}
+
+// priority is ntfy's scale, which the other backends map from: the agent
+// asking is high (4), the rest default (3).
+func (n Note) priority() int {
+	if n.Kind == KindPicker {
+		return 4
+	}
+	return 3
+}
+
+// tag is the emoji tag of the push (ntfy's Tags, an app's icon choice).
+func (n Note) tag() string {
+	switch n.Kind {
+	case KindPicker:
+		return "question"
+	case KindCron:
+		return "alarm_clock"
+	}
+	return "speech_balloon"
 }
 
 // Backend sends a note to one registration.
@@ -44,6 +65,8 @@ type Backend interface {
 	// Address picks the registration this backend uses ("" when the
 	// device has none for it).
 	Address(store.Device) string
+	// Send makes one request; its error is an *Error when the service
+	// answered (see ErrGone and the others), any other error is passing.
 	Send(ctx context.Context, address string, n Note) error
 }
 
@@ -52,6 +75,12 @@ const (
 	ContentFull    = "full"
 	ContentPreview = "preview"
 	ContentIDs     = "ids"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 8
 )
 
 // Config configures the pusher.
@@ -66,14 +95,39 @@ type Config struct {
 	// device has the frames live or from sync, and its last_pushed_cursor
 	// must not claim a notification it never needed.
 	Online func(deviceID string) bool
+	// Hold is how long a lane's first push waits for more news of that
+	// lane before it goes out (0: none). What arrives meanwhile is merged
+	// into it: ntfy cannot update a notification, so without a hold a
+	// picker and its notification, or a cron post and its notification,
+	// would be two.
+	Hold time.Duration
+	// Timeout bounds each request to a push service (DefaultTimeout).
+	Timeout time.Duration
+	// Concurrency is how many devices are worked at once
+	// (DefaultConcurrency); each device's pushes go out one at a time, in
+	// order.
+	Concurrency int
+	// Metrics, when set, gets irisgate_push_total{backend,outcome}.
+	Metrics prometheus.Registerer
 }
 
 // Pusher queues and sends pushes.
 type Pusher struct {
-	cfg  Config
-	st   *store.Store
-	log  *slog.Logger
-	wake chan struct{}
+	cfg      Config
+	st       *store.Store
+	log      *slog.Logger
+	wake     chan struct{}
+	outcomes *prometheus.CounterVec
+
+	mu sync.Mutex
+	// busy has a channel for each device being worked, closed when its
+	// worker is done: a device is worked by one worker at a time.
+	busy map[string]chan struct{}
+	// more: the last dispatch left due devices for want of a free worker.
+	more bool
+	// warned holds the backend/outcome pairs logged since the backend
+	// last worked: a wrong token is said once, not at every push.
+	warned map[string]bool
 }
 
 // New makes a pusher; Run sends.
@@ -84,7 +138,25 @@ func New(st *store.Store, log *slog.Logger, cfg Config) *Pusher {
 	if cfg.Content == "" {
 		cfg.Content = ContentPreview
 	}
-	return &Pusher{cfg: cfg, st: st, log: log, wake: make(chan struct{}, 1)}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	p := &Pusher{cfg: cfg, st: st, log: log, wake: make(chan struct{}, 1), busy: map[string]chan struct{}{}, warned: map[string]bool{}}
+	p.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "irisgate_push_total", Help: "Push attempts, by backend and outcome (sent, gone, invalid_address, refused, auth, misconfigured, rate_limited, timeout, failed, given_up).",
+	}, []string{"backend", "outcome"})
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Register(p.outcomes); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				p.outcomes = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+	}
+	return p
 }
 
 // Enabled reports whether any backend is configured.
@@ -103,22 +175,28 @@ func (p *Pusher) Kind() string {
 	return "none"
 }
 
-// Enqueue queues a note for a device, replacing one still pending for the
-// same lane: the device gets one notification, updated, not ten.
+// Enqueue queues a note for a device, merged with one still pending for
+// the same lane (see store.EnqueuePush): the device gets one push for a
+// burst, showing its most urgent news.
 func (p *Pusher) Enqueue(ctx context.Context, deviceID string, n Note) error {
 	n = p.redact(n)
+	now := p.cfg.Now()
 	err := p.st.EnqueuePush(ctx, store.PushJob{
 		DeviceID: deviceID, Collapse: n.Collapse, Cursor: n.Cursor,
 		Title: n.Title, Body: n.Body, ChatID: n.ChatID, ThreadID: n.ThreadID, Kind: n.Kind,
-		NextAt: p.cfg.Now(),
-	})
+		Priority: n.priority(), MessageID: n.MessageID, NextAt: now.Add(p.cfg.Hold),
+	}, now)
 	if err == nil {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.poke()
 	}
 	return err
+}
+
+func (p *Pusher) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // redact applies the content mode.
@@ -147,11 +225,16 @@ func cut(s string, n int) string {
 }
 
 // Run sends due pushes until ctx ends, waking on Enqueue and every second.
+// It never waits on a push service itself: each device with due pushes is
+// handed to a worker, so one that hangs delays only its own device. On
+// the way out it waits for the workers, whose requests ctx has cut off;
+// what they had not finished stays queued for the next start.
 func (p *Pusher) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	defer p.drain()
 	for {
-		p.SendDue(ctx)
+		p.dispatch(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -161,86 +244,203 @@ func (p *Pusher) Run(ctx context.Context) {
 	}
 }
 
-// maxAttempts bounds retries of one push (about a day with the backoff).
+// SendDue sends every push whose time has come and returns once they were
+// tried, including those a running worker already had; tests call it.
+func (p *Pusher) SendDue(ctx context.Context) {
+	for {
+		done, more := p.dispatch(ctx)
+		for _, d := range done {
+			select {
+			case <-d:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !more {
+			return
+		}
+		p.drain() // every worker was busy: wait for them, then go on
+	}
+}
+
+// drain waits for every worker.
+func (p *Pusher) drain() {
+	p.mu.Lock()
+	var done []chan struct{}
+	for _, d := range p.busy {
+		done = append(done, d)
+	}
+	p.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+}
+
+// maxAttempts bounds the tries of one push (about 3.5 hours of backoff).
 const maxAttempts = 12
 
-// SendDue sends every push whose time has come; tests call it directly.
-func (p *Pusher) SendDue(ctx context.Context) {
-	jobs, err := p.st.DuePushes(ctx, p.cfg.Now(), 100)
+// dispatch starts a worker for each device with due pushes that has none,
+// up to Concurrency at once. It returns the done channels of the workers
+// of every due device (started now or before) and whether some due
+// device is left for want of a free worker.
+func (p *Pusher) dispatch(ctx context.Context) (done []chan struct{}, more bool) {
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	jobs, err := p.st.DuePushes(ctx, p.cfg.Now(), 1000)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("push queue", "err", err)
 		}
-		return
+		return nil, false
 	}
+	// Due order within a device is kept: its worker sends them in turn.
+	var order []string
+	byDev := map[string][]store.PushJob{}
 	for _, j := range jobs {
+		if _, ok := byDev[j.DeviceID]; !ok {
+			order = append(order, j.DeviceID)
+		}
+		byDev[j.DeviceID] = append(byDev[j.DeviceID], j)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, dev := range order {
+		if d, ok := p.busy[dev]; ok {
+			done = append(done, d)
+			continue
+		}
+		if len(p.busy) >= p.cfg.Concurrency {
+			more = true
+			continue
+		}
+		d := make(chan struct{})
+		p.busy[dev] = d
+		done = append(done, d)
+		go p.work(ctx, dev, byDev[dev], d)
+	}
+	p.more = more
+	return done, more
+}
+
+// work sends one device's due pushes, one after another.
+func (p *Pusher) work(ctx context.Context, dev string, jobs []store.PushJob, done chan struct{}) {
+	defer func() {
+		p.mu.Lock()
+		delete(p.busy, dev)
+		more := p.more
+		p.mu.Unlock()
+		close(done)
+		if more {
+			p.poke() // a worker is free for a device left waiting
+		}
+	}()
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			return
+		}
 		p.send(ctx, j)
 	}
 }
 
 func (p *Pusher) send(ctx context.Context, j store.PushJob) {
+	// What a finished attempt records is recorded even when the gateway
+	// starts stopping right after it: a push sent must not be sent again.
+	book := context.WithoutCancel(ctx)
 	if p.cfg.Online != nil && p.cfg.Online(j.DeviceID) {
-		p.st.DonePush(ctx, j.ID)
+		p.st.DonePush(book, j)
 		return
 	}
 	dev, err := p.st.Device(ctx, j.DeviceID)
 	if err != nil {
 		return
 	}
-	n := Note{Title: j.Title, Body: j.Body, ChatID: j.ChatID, ThreadID: j.ThreadID, Cursor: j.Cursor, Kind: j.Kind, Collapse: j.Collapse}
-	var failures []string
+	n := Note{Title: j.Title, Body: j.Body, ChatID: j.ChatID, ThreadID: j.ThreadID, MessageID: j.MessageID,
+		Cursor: j.Cursor, Kind: j.Kind, Collapse: j.Collapse}
+	var failures, failed []string
 	sent := false
 	for _, b := range p.cfg.Backends {
 		addr := b.Address(dev)
 		if addr == "" {
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 		err := b.Send(sctx, addr, n)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return // cut off by shutdown: it stays queued, untried
+		}
+		outcome := Outcome(err)
+		p.outcomes.WithLabelValues(b.Name(), outcome).Inc()
 		switch {
 		case err == nil:
 			sent = true
+			p.works(b.Name())
 		case errors.Is(err, ErrGone):
-			p.log.Info("push registration gone, dropped", "device", j.DeviceID, "backend", b.Name())
-			p.st.DropPushRegistration(ctx, j.DeviceID, b.Name())
+			p.log.Info("push registration gone, dropped", "device", j.DeviceID, "backend", b.Name(), "err", err)
+			p.st.DropPushRegistration(book, j.DeviceID, b.Name())
+		case errors.Is(err, ErrInvalidAddress):
+			p.log.Warn("push address refused by the service, dropped: the device must register another", "device", j.DeviceID, "backend", b.Name(), "address", addr, "err", err)
+			p.st.DropPushRegistration(book, j.DeviceID, b.Name())
 		case errors.Is(err, ErrRefused):
 			p.log.Warn("push refused, not retried", "device", j.DeviceID, "backend", b.Name(), "err", err)
 		default:
-			failures = append(failures, b.Name()+": "+err.Error())
+			if outcome == "auth" || outcome == "misconfigured" || outcome == "rate_limited" {
+				p.warnOnce(b.Name(), outcome, err)
+			}
+			failures = append(failures, err.Error())
+			failed = append(failed, b.Name())
 		}
 	}
 	if sent || len(failures) == 0 {
 		if sent {
-			p.st.SetLastPushed(ctx, j.DeviceID, j.Cursor)
+			p.st.SetLastPushed(book, j.DeviceID, j.Cursor)
 		}
-		p.st.DonePush(ctx, j.ID)
+		p.st.DonePush(book, j)
 		return
 	}
 	if j.Attempts+1 >= maxAttempts {
 		p.log.Warn("push given up", "device", j.DeviceID, "attempts", j.Attempts+1, "err", strings.Join(failures, "; "))
-		p.st.DonePush(ctx, j.ID)
+		for _, b := range failed {
+			p.outcomes.WithLabelValues(b, "given_up").Inc()
+		}
+		p.st.DonePush(book, j)
 		return
 	}
 	backoff := time.Duration(1<<min(j.Attempts, 12)) * 5 * time.Second
-	p.st.RetryPush(ctx, j.ID, p.cfg.Now().Add(min(backoff, time.Hour)), strings.Join(failures, "; "))
+	p.st.RetryPush(book, j, p.cfg.Now().Add(min(backoff, time.Hour)), strings.Join(failures, "; "))
 }
 
-// httpError describes a failed push request.
-func httpError(backend string, status int, body string) error {
-	return fmt.Errorf("%s answered HTTP %d: %s", backend, status, cut(body, 200))
-}
-
-// answer reads a push service's HTTP answer: 2xx is sent, 404/410 means
-// the registration is gone, anything else is an error to retry.
-func answer(backend string, res *http.Response) error {
-	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
-	switch {
-	case res.StatusCode/100 == 2:
-		return nil
-	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
-		return ErrGone
+// warnOnce logs a failure only the operator can fix, once until the
+// backend works again.
+func (p *Pusher) warnOnce(backend, outcome string, err error) {
+	key := backend + "/" + outcome
+	p.mu.Lock()
+	seen := p.warned[key]
+	p.warned[key] = true
+	p.mu.Unlock()
+	if seen {
+		return
 	}
-	return httpError(backend, res.StatusCode, string(body))
+	lvl := slog.LevelError
+	if outcome == "rate_limited" {
+		lvl = slog.LevelWarn
+	}
+	p.log.Log(context.Background(), lvl, "push to "+backend+" fails: "+err.Error()+" (retried; said once until it works again)", "backend", backend, "outcome", outcome)
+}
+
+// works notes that a backend delivered, so a later failure is said again.
+func (p *Pusher) works(backend string) {
+	p.mu.Lock()
+	var was []string
+	for k := range p.warned {
+		if strings.HasPrefix(k, backend+"/") {
+			was = append(was, k)
+			delete(p.warned, k)
+		}
+	}
+	p.mu.Unlock()
+	if len(was) > 0 {
+		p.log.Info("push to " + backend + " works again")
+	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/crypto/hkdf"
 
+	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -38,8 +39,13 @@ func openStore(t *testing.T) *store.Store {
 	return st
 }
 
-// fakeGoogle is an OAuth2 token endpoint (JWT bearer grant) and an FCM v1
-// endpoint that checks the bearer token it minted and the payload shape.
+// fakeGoogle is an OAuth2 token endpoint (JWT bearer grant, RFC 7523)
+// and an FCM v1 endpoint that checks the bearer token it minted and the
+// payload shape. Its errors are FCM's documented ones (the v1 API's
+// ErrorCode reference): google.rpc.Status JSON with an FcmError detail,
+// UNREGISTERED 404, SENDER_ID_MISMATCH 403, INVALID_ARGUMENT 400,
+// THIRD_PARTY_AUTH_ERROR 401, QUOTA_EXCEEDED 429, INTERNAL 500; a
+// revoked key makes the token endpoint answer 400 invalid_grant.
 type fakeGoogle struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
@@ -48,6 +54,7 @@ type fakeGoogle struct {
 	gone     map[string]bool   // device tokens to answer UNREGISTERED
 	answers  map[string]string // device tokens to answer another FCM error
 	fail     int               // next N sends answer 500
+	revoked  bool              // the service account's key was deleted
 }
 
 func newFakeGoogle(t *testing.T) *fakeGoogle {
@@ -55,6 +62,15 @@ func newFakeGoogle(t *testing.T) *fakeGoogle {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
+		f.mu.Lock()
+		revoked := f.revoked
+		f.mu.Unlock()
+		if revoked {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`)
+			return
+		}
 		if r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || strings.Count(r.Form.Get("assertion"), ".") != 2 {
 			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
 			return
@@ -96,6 +112,18 @@ func newFakeGoogle(t *testing.T) *fakeGoogle {
 		case "BAD_TOKEN":
 			w.WriteHeader(http.StatusBadRequest)
 			io.WriteString(w, `{"error":{"code":400,"message":"The registration token is not a valid FCM registration token","status":"INVALID_ARGUMENT"}}`)
+			return
+		case "THIRD_PARTY_AUTH_ERROR":
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}`)
+			return
+		case "PERMISSION_DENIED":
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"error":{"code":403,"message":"Permission 'cloudmessaging.messages.create' denied on resource","status":"PERMISSION_DENIED"}}`)
+			return
+		case "QUOTA_EXCEEDED":
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"QUOTA_EXCEEDED"}]}}`)
 			return
 		case "BAD_MESSAGE":
 			w.WriteHeader(http.StatusBadRequest)
@@ -142,8 +170,8 @@ func TestFCMSendsAndDropsUnregistered(t *testing.T) {
 	g.gone["tok-old"] = true
 	p := New(st, slog.Default(), Config{Backends: []Backend{fcm}, Content: ContentFull})
 
-	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "first", ChatID: "default", Cursor: 5, Kind: "message", Collapse: "default"})
-	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "second", ChatID: "default", Cursor: 7, Kind: "message", Collapse: "default"})
+	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "first", ChatID: "default", MessageID: "m_1", Cursor: 5, Kind: "message", Collapse: "default"})
+	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "second", ChatID: "default", ThreadID: "t_1", MessageID: "m_2", Cursor: 7, Kind: "message", Collapse: "default"})
 	p.Enqueue(ctx, "old", Note{Title: "Agent", Body: "x", ChatID: "default", Cursor: 7, Kind: "message", Collapse: "default"})
 	p.SendDue(ctx)
 
@@ -151,7 +179,10 @@ func TestFCMSendsAndDropsUnregistered(t *testing.T) {
 		t.Fatalf("%d FCM messages, want 1 (collapsed per lane)", len(g.messages))
 	}
 	data := g.messages[0]["data"].(map[string]any)
-	if data["body"] != "second" || data["cursor"] != "7" || data["chat_id"] != "default" {
+	// The ids the app needs to open the chat and skip what sync replays
+	// (issue 14 item 7), and the lane's tag to replace its notification.
+	if data["body"] != "second" || data["cursor"] != "7" || data["chat_id"] != "default" || data["thread_id"] != "t_1" ||
+		data["message_id"] != "m_2" || data["tag"] != "default" || data["priority"] != "default" || data["type"] != "message" {
 		t.Fatalf("data = %v", data)
 	}
 	if g.messages[0]["android"].(map[string]any)["collapse_key"] != "default" {
@@ -200,44 +231,6 @@ func TestFailedPushIsRetriedWithBackoff(t *testing.T) {
 	}
 	if n, _ := st.PendingPushes(ctx); n != 0 {
 		t.Fatalf("%d pending after success", n)
-	}
-}
-
-func TestNtfyHeaders(t *testing.T) {
-	var got *http.Request
-	var body string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got, body = r, string(b)
-		if strings.HasSuffix(r.URL.Path, "/gone-topic") {
-			w.WriteHeader(http.StatusGone)
-			return
-		}
-		io.WriteString(w, `{"id":"x","event":"message"}`)
-	}))
-	defer srv.Close()
-	n := &Ntfy{Server: srv.URL, Token: "tk_abc", Click: "https://example.invalid/app"}
-	st := openStore(t)
-	ctx := context.Background()
-	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "irisgate-phone"})
-	st.SeeDevice(ctx, store.Device{ID: "old", NtfyTopic: "gone-topic"})
-	p := New(st, slog.Default(), Config{Backends: []Backend{n}, Content: ContentPreview})
-	p.Enqueue(ctx, "phone", Note{Title: "Approval\nneeded", Body: strings.Repeat("long ", 50), Cursor: 4, Kind: "picker", Collapse: "default"})
-	p.SendDue(ctx)
-	if got == nil || got.URL.Path != "/irisgate-phone" {
-		t.Fatalf("published to %v", got)
-	}
-	if got.Header.Get("Authorization") != "Bearer tk_abc" || got.Header.Get("Title") != "Approval needed" ||
-		got.Header.Get("Priority") != "high" || got.Header.Get("Tags") != "question" || got.Header.Get("Click") == "" {
-		t.Fatalf("headers = %v", got.Header)
-	}
-	if len(body) > 110 || !strings.HasSuffix(body, "…") {
-		t.Fatalf("preview body = %q", body)
-	}
-	p.Enqueue(ctx, "old", Note{Body: "x", Cursor: 5, Collapse: "default"})
-	p.SendDue(ctx)
-	if d, _ := st.Device(ctx, "old"); d.NtfyTopic != "" {
-		t.Fatal("a gone topic was kept")
 	}
 }
 
@@ -342,44 +335,11 @@ func decryptAES128GCM(ua *ecdh.PrivateKey, authSecret, body []byte) ([]byte, err
 	return plain[:i], nil
 }
 
-// fakeNtfyServer answers each publish with the status its func picks and
-// records what was published.
-type fakeNtfyServer struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	status int // 0: 200
-	bodies []string
-}
-
-func newFakeNtfyServer(t *testing.T) *fakeNtfyServer {
-	f := &fakeNtfyServer{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.status != 0 {
-			w.WriteHeader(f.status)
-			return
-		}
-		f.bodies = append(f.bodies, string(b))
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeNtfyServer) set(status int) { f.mu.Lock(); f.status = status; f.mu.Unlock() }
-
-func (f *fakeNtfyServer) sent() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.bodies...)
-}
-
 // TestPushQueueSurvivesRestart: a push whose backend fails is kept in the
 // store, not in memory: a gateway started again on the same data sends it
 // once its backoff is over, and the device's last_pushed_cursor follows.
 func TestPushQueueSurvivesRestart(t *testing.T) {
-	nt := newFakeNtfyServer(t)
+	nt := fakentfy.New(t)
 	path := filepath.Join(t.TempDir(), "p.db")
 	st, err := store.Open(path)
 	if err != nil {
@@ -389,20 +349,19 @@ func TestPushQueueSurvivesRestart(t *testing.T) {
 	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "phone-topic"})
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { return now }
-	backends := []Backend{&Ntfy{Server: nt.srv.URL}}
-	nt.set(http.StatusServiceUnavailable)
+	backends := []Backend{&Ntfy{Server: nt.URL}}
+	nt.Set(func(s *fakentfy.Server) { s.FailNext = []int{500} })
 	p := New(st, slog.Default(), Config{Backends: backends, Content: ContentFull, Now: clock})
 	p.Enqueue(ctx, "phone", Note{Title: "Agent", Body: "while you were away", ChatID: "default", Cursor: 42, Kind: "message", Collapse: "default"})
 	p.SendDue(ctx)
-	if n, _ := st.PendingPushes(ctx); n != 1 || len(nt.sent()) != 0 {
-		t.Fatalf("after a failure: %d pending, %d sent; want it queued for a retry", n, len(nt.sent()))
+	if n, _ := st.PendingPushes(ctx); n != 1 || len(bodies(nt)) != 0 {
+		t.Fatalf("after a failure: %d pending, %d sent; want it queued for a retry", n, len(bodies(nt)))
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	// The gateway restarts; the backend works again.
-	nt.set(0)
 	st, err = store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -410,12 +369,12 @@ func TestPushQueueSurvivesRestart(t *testing.T) {
 	defer st.Close()
 	p = New(st, slog.Default(), Config{Backends: backends, Content: ContentFull, Now: clock})
 	p.SendDue(ctx)
-	if len(nt.sent()) != 0 {
+	if len(bodies(nt)) != 0 {
 		t.Fatal("retried before its backoff was over")
 	}
 	now = now.Add(time.Minute)
 	p.SendDue(ctx)
-	if got := nt.sent(); len(got) != 1 || got[0] != "while you were away" {
+	if got := bodies(nt); len(got) != 1 || got[0] != "while you were away" {
 		t.Fatalf("after the restart the backend got %q, want the queued push once", got)
 	}
 	if n, _ := st.PendingPushes(ctx); n != 0 {
@@ -431,13 +390,13 @@ func TestPushQueueSurvivesRestart(t *testing.T) {
 // unsent, and last_pushed_cursor stays where it was: the device gets the
 // frame from sync and must notify for it itself.
 func TestPushToADeviceBackOnlineIsDropped(t *testing.T) {
-	nt := newFakeNtfyServer(t)
+	nt := fakentfy.New(t)
 	st := openStore(t)
 	ctx := context.Background()
 	st.SeeDevice(ctx, store.Device{ID: "phone", NtfyTopic: "phone-topic"})
 	var mu sync.Mutex
 	online := map[string]bool{}
-	p := New(st, slog.Default(), Config{Backends: []Backend{&Ntfy{Server: nt.srv.URL}}, Online: func(id string) bool {
+	p := New(st, slog.Default(), Config{Backends: []Backend{&Ntfy{Server: nt.URL}}, Online: func(id string) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return online[id]
@@ -447,7 +406,7 @@ func TestPushToADeviceBackOnlineIsDropped(t *testing.T) {
 	online["phone"] = true
 	mu.Unlock()
 	p.SendDue(ctx)
-	if got := nt.sent(); len(got) != 0 {
+	if got := bodies(nt); len(got) != 0 {
 		t.Fatalf("pushed %q to a device that is online", got)
 	}
 	if n, _ := st.PendingPushes(ctx); n != 0 {
@@ -462,14 +421,15 @@ func TestPushToADeviceBackOnlineIsDropped(t *testing.T) {
 	mu.Unlock()
 	p.Enqueue(ctx, "phone", Note{Body: "second", Cursor: 8, Collapse: "default"})
 	p.SendDue(ctx)
-	if got := nt.sent(); len(got) != 1 || got[0] != "second" {
+	if got := bodies(nt); len(got) != 1 || got[0] != "second" {
 		t.Fatalf("sent %q, want the second push", got)
 	}
 }
 
 // FCM answers that can never succeed are not retried: a token of another
 // project or one FCM cannot parse is dropped; a refused message keeps the
-// token.
+// token. Credentials FCM refuses and its quota are retried (issue 14
+// item 8), the credentials said once with the fix; each is counted.
 func TestFCMPermanentAnswers(t *testing.T) {
 	g := newFakeGoogle(t)
 	fcm, err := NewFCM(serviceAccount(t, g.srv.URL+"/token"), g.srv.URL, nil)
@@ -478,16 +438,27 @@ func TestFCMPermanentAnswers(t *testing.T) {
 	}
 	st := openStore(t)
 	ctx := context.Background()
-	for dev, answer := range map[string]string{"other-project": "SENDER_ID_MISMATCH", "garbled": "BAD_TOKEN", "refused": "BAD_MESSAGE"} {
+	answers := map[string]string{"other-project": "SENDER_ID_MISMATCH", "garbled": "BAD_TOKEN", "refused": "BAD_MESSAGE",
+		"apns": "THIRD_PARTY_AUTH_ERROR", "denied": "PERMISSION_DENIED", "quota": "QUOTA_EXCEEDED"}
+	for dev, answer := range answers {
 		st.SeeDevice(ctx, store.Device{ID: dev, FCMToken: "tok-" + dev})
 		g.answers["tok-"+dev] = answer
 	}
-	p := New(st, slog.Default(), Config{Backends: []Backend{fcm}, Content: ContentFull})
-	for _, dev := range []string{"other-project", "garbled", "refused"} {
+	l := &logs{}
+	p := New(st, l.logger(), Config{Backends: []Backend{fcm}, Content: ContentFull})
+	for dev := range answers {
 		p.Enqueue(ctx, dev, Note{Title: "Agent", Body: "x", ChatID: "default", Cursor: 3, Kind: "message", Collapse: "default"})
 	}
 	p.SendDue(ctx)
-	for dev, kept := range map[string]bool{"other-project": false, "garbled": false, "refused": true} {
+	for outcome, n := range map[string]float64{"gone": 2, "refused": 1, "auth": 2, "rate_limited": 1} {
+		if got := counted(p, "fcm", outcome); got != n {
+			t.Errorf("irisgate_push_total{fcm,%s} = %v, want %v", outcome, got, n)
+		}
+	}
+	if n := strings.Count(l.String(), "--fcm-service-account"); n != 1 {
+		t.Errorf("the credentials' fix said %d times:\n%s", n, l)
+	}
+	for dev, kept := range map[string]bool{"other-project": false, "garbled": false, "refused": true, "apns": true, "denied": true, "quota": true} {
 		d, _ := st.Device(ctx, dev)
 		if (d.FCMToken != "") != kept {
 			t.Errorf("%s: token %q, want kept %v", dev, d.FCMToken, kept)
@@ -496,7 +467,31 @@ func TestFCMPermanentAnswers(t *testing.T) {
 			t.Errorf("%s: last_pushed_cursor %d for a push never sent", dev, d.LastPushedCursor)
 		}
 	}
-	if n, err := st.PendingPushes(ctx); err != nil || n != 0 {
-		t.Fatalf("%d pushes left to retry (%v), want none", n, err)
+	if n, err := st.PendingPushes(ctx); err != nil || n != 3 {
+		t.Fatalf("%d pushes left to retry (%v), want the three that may pass later", n, err)
 	}
+}
+
+// A service-account key Google no longer accepts is a credentials
+// failure with its fix, not a passing error.
+func TestFCMRevokedKey(t *testing.T) {
+	g := newFakeGoogle(t)
+	g.revoked = true
+	fcm, err := NewFCM(serviceAccount(t, g.srv.URL+"/token"), g.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = fcm.Send(context.Background(), "tok", Note{Kind: KindMessage, Collapse: "default"})
+	if Outcome(err) != "auth" || !strings.Contains(err.Error(), "invalid_grant") || !strings.Contains(err.Error(), "--fcm-service-account") {
+		t.Fatalf("revoked key: %v (%s)", err, Outcome(err))
+	}
+}
+
+// bodies are the texts the ntfy server took, in order.
+func bodies(nt *fakentfy.Server) []string {
+	var out []string
+	for _, m := range nt.Messages() {
+		out = append(out, m.Body)
+	}
+	return out
 }

@@ -30,18 +30,28 @@ func (w *WebPush) Name() string { return "webpush" }
 // Address implements Backend: the subscription JSON.
 func (w *WebPush) Address(d store.Device) string { return d.WebPush }
 
-// Send implements Backend.
+// Send implements Backend. The push service replaces a message not yet
+// delivered that has the same Topic (RFC 8030 §5.4, one per lane); what
+// the browser shows is the service worker's choice: tag names the lane's
+// notification, for showNotification to replace rather than add. Urgency
+// follows RFC 8030 §5.3: high for the agent asking, normal (a chat
+// message) for the rest.
 func (w *WebPush) Send(ctx context.Context, subscription string, n Note) error {
 	var sub webpush.Subscription
 	if err := json.Unmarshal([]byte(subscription), &sub); err != nil || sub.Endpoint == "" {
-		return ErrGone // unusable: drop it
+		return &Error{Backend: "webpush", Kind: ErrGone, Msg: "the stored subscription is unusable"}
 	}
 	payload, _ := json.Marshal(map[string]any{
-		"title": n.Title, "body": n.Body, "chat_id": n.ChatID, "thread_id": n.ThreadID, "cursor": n.Cursor, "type": n.Kind,
+		"title": n.Title, "body": n.Body, "chat_id": n.ChatID, "thread_id": n.ThreadID, "message_id": n.MessageID,
+		"cursor": n.Cursor, "type": n.Kind, "tag": n.Collapse, "priority": n.priority(),
 	})
+	urgency := webpush.UrgencyNormal
+	if n.priority() >= 4 {
+		urgency = webpush.UrgencyHigh
+	}
 	opts := &webpush.Options{
 		Subscriber: w.Subscriber, VAPIDPublicKey: w.PublicKey, VAPIDPrivateKey: w.PrivateKey,
-		TTL: 24 * 3600, Topic: topic(n.Collapse), Urgency: webpush.UrgencyHigh,
+		TTL: 24 * 3600, Topic: topic(n.Collapse), Urgency: urgency,
 	}
 	if w.Client != nil {
 		opts.HTTPClient = w.Client

@@ -71,7 +71,7 @@ func agStart(t *testing.T, opts ...agOpt) *agRig {
 // backend (as a restarted process would have).
 func (r *agRig) start() {
 	r.t.Helper()
-	tools := &agent.Tools{Policy: &agent.Policy{Rules: agent.DefaultRules()}, Timeout: time.Minute, ProgressEvery: 50 * time.Millisecond}
+	tools := &agent.Tools{Sandbox: agSandbox(r.t, r.work, r.dir), Policy: &agent.Policy{Rules: agent.DefaultRules()}, Timeout: time.Minute, ProgressEvery: 50 * time.Millisecond}
 	tools.List = agent.Builtin(tools)
 	mc := agent.ModelConfig{
 		Providers: []agent.Provider{

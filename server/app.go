@@ -112,7 +112,8 @@ func Open(cfg AppConfig) (*App, error) {
 		return nil, err
 	}
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
-	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online})
+	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online,
+		Hold: cfg.Push.Hold, Timeout: cfg.Push.Timeout, Metrics: reg})
 	cfg.Server.Push = a.Push.Kind()
 	// hello.ack's push_ntfy_server is "empty when the backend is not
 	// ntfy" (the schema): with FCM configured too, push names fcm.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/irisgate/irisgate/push"
 )
@@ -25,7 +26,12 @@ type PushConfig struct {
 	WebPush           bool
 	WebPushSubscriber string // mailto: or https: contact in the VAPID token
 	Content           string // full | preview | ids
-	HTTPClient        *http.Client
+	// Hold is how long a lane's push waits for more news of the lane
+	// before it goes out (0: none; the command line's default is 2 s).
+	Hold time.Duration
+	// Timeout bounds each request to a push service (0: 10 s).
+	Timeout    time.Duration
+	HTTPClient *http.Client
 }
 
 // backends builds the configured push backends.

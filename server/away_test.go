@@ -10,58 +10,26 @@ import (
 	"encoding/pem"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/cron"
+	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/store"
 )
 
-// fakeNtfy records what is published to it.
-type fakeNtfy struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	got  []ntfyMsg
-	seen chan struct{}
-}
-
-type ntfyMsg struct {
-	Topic, Title, Body, Click, Auth string
-}
-
-func newFakeNtfy(t *testing.T) *fakeNtfy {
-	f := &fakeNtfy{seen: make(chan struct{}, 100)}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.got = append(f.got, ntfyMsg{Topic: strings.TrimPrefix(r.URL.Path, "/"), Title: r.Header.Get("Title"), Body: string(b),
-			Click: r.Header.Get("Click"), Auth: r.Header.Get("Authorization")})
-		f.mu.Unlock()
-		f.seen <- struct{}{}
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeNtfy) messages() []ntfyMsg {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]ntfyMsg(nil), f.got...)
-}
-
 func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
-	nt := newFakeNtfy(t)
+	nt := fakentfy.New(t)
+	nt.Set(func(s *fakentfy.Server) { s.Tokens = map[string][]string{"tk_ntfy": {"phone-topic"}} })
 	g := testgw.Start(t, func(c *server.AppConfig) {
-		c.Push = server.PushConfig{NtfyServer: nt.srv.URL, NtfyToken: "tk_ntfy", NtfyClick: "https://chat.example.invalid/", Content: "full"}
+		c.Push = server.PushConfig{NtfyServer: nt.URL, NtfyToken: "tk_ntfy", NtfyClick: "https://chat.example.invalid/", Content: "full"}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 	defer cancel()
@@ -69,7 +37,7 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps := phone.Welcome().ServerCaps; caps["push"] != "ntfy" || caps["push_ntfy_server"] != nt.srv.URL {
+	if caps := phone.Welcome().ServerCaps; caps["push"] != "ntfy" || caps["push_ntfy_server"] != nt.URL {
 		t.Fatalf("server_caps = %v", caps)
 	}
 	start := phone.Welcome().SyncCursor
@@ -81,18 +49,15 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	tablet.MustDo("message.send", def, map[string]any{"text": "wake the phone"})
 	stop := tablet.Expect("message.stop", nil)
 	tablet.Expect("agent.idle", nil)
-	select {
-	case <-nt.seen:
-	case <-time.After(testgw.Wait):
-		t.Fatal("no push for the away device")
-	}
-	msgs := nt.messages()
+	msgs := nt.Wait(t, 1, testgw.Wait)
 	if len(msgs) != 1 || msgs[0].Topic != "phone-topic" || msgs[0].Body != "wake the phone" {
 		t.Fatalf("pushes = %+v (the tablet is online and must get none)", msgs)
 	}
-	// The configured access token and click URL reach the ntfy server.
-	if msgs[0].Auth != "Bearer tk_ntfy" || msgs[0].Click != "https://chat.example.invalid/" {
-		t.Fatalf("ntfy headers: Authorization %q, Click %q", msgs[0].Auth, msgs[0].Click)
+	// The configured access token and click URL reach the ntfy server;
+	// the click URL names the message the push announces.
+	if msgs[0].Auth != "Bearer tk_ntfy" || !strings.HasPrefix(msgs[0].Click, "https://chat.example.invalid/?") ||
+		!strings.Contains(msgs[0].Click, "message_id="+testgw.Str(t, stop, "message_id")) {
+		t.Fatalf("ntfy: Authorization %q, Click %q", msgs[0].Auth, msgs[0].Click)
 	}
 
 	// The cursor is recorded once the ntfy server has answered, which is
@@ -147,8 +112,8 @@ func TestPushCapsWithFCMAndNtfy(t *testing.T) {
 // of a failing backend, say) is dropped: the device has the frame live or
 // from sync.
 func TestPushSkipsADeviceThatIsBack(t *testing.T) {
-	nt := newFakeNtfy(t)
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Push = server.PushConfig{NtfyServer: nt.srv.URL} })
+	nt := fakentfy.New(t)
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Push = server.PushConfig{NtfyServer: nt.URL} })
 	ctx := context.Background()
 	if err := g.App.Store.SetPushRegistration(ctx, "phone", "", "phone-topic"); err != nil {
 		t.Fatal(err)
@@ -158,7 +123,7 @@ func TestPushSkipsADeviceThatIsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.App.Push.SendDue(ctx)
-	if msgs := nt.messages(); len(msgs) != 0 {
+	if msgs := nt.Messages(); len(msgs) != 0 {
 		t.Fatalf("pushed to a device that is online: %+v", msgs)
 	}
 	if n, _ := g.App.Store.PendingPushes(ctx); n != 0 {
@@ -310,10 +275,7 @@ func TestWebPushRegistration(t *testing.T) {
 		t.Fatalf("no VAPID key in hello.ack: %v", d.Welcome().ServerCaps)
 	}
 	sub := `{"endpoint":"https://push.example.invalid/abc","keys":{"p256dh":"BExample","auth":"secret"}}`
-	if err := d.Send(context.Background(), "fcm.register", client.Lane{}, map[string]any{"webpush": sub}); err != nil {
-		t.Fatal(err)
-	}
-	d.MustDo("ping", client.Lane{}, map[string]any{}) // fcm.register has no reply: wait on a later one
+	d.MustDo("fcm.register", client.Lane{}, map[string]any{"webpush": sub})
 	dev, err := g.App.Store.Device(context.Background(), "browser")
 	if err != nil || dev.WebPush != sub {
 		t.Fatalf("stored subscription %q, %v", dev.WebPush, err)

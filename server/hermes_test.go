@@ -240,14 +240,41 @@ func TestHermesApprovalThroughThePicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := until(t, a, is(t, "agent.idle"))
-	if _, ok := findFrame(t, got, systemSays(t, "Allowed for this session")); !ok {
-		t.Errorf("no word on the approval: %s", typesOf(got))
+	if _, ok := findFrame(t, got, systemSays(t, "✅ Allowed for this session: `rm -rf build` (by tablet")); !ok {
+		t.Errorf("no word on the approval, with who gave it: %s", typesOf(got))
 	}
 	if txt := finalText(t, got); txt != "Cleaned the build directory." {
 		t.Fatalf("reply %q", txt)
 	}
 	if ap := fake.Runs()[0].Approvals; len(ap) != 1 || ap[0] != "session" {
 		t.Fatalf("Hermes got %v", ap)
+	}
+}
+
+// Hermes's own approval timeout denied the command before the person
+// answered: the chat says so, once, and never "Allowed".
+func TestHermesLateApprovalSaysOnlyThatItIsLate(t *testing.T) {
+	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+	hold := make(chan struct{})
+	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
+		fakehermes.ApprovalWithin("rm -rf build", "recursive delete", 20*time.Millisecond),
+		fakehermes.Hold(hold),
+		fakehermes.Completed("I left it.", 1, 1),
+	}})
+	g := hermesGW(t, fake, t.TempDir())
+	a := g.Dial(t, "phone")
+	send(t, a, def, "clean up")
+	pk := a.Expect("picker.approval", nil)
+	waitFake(t, fake, "Hermes's own timeout", func(rs []fakehermes.Run) bool { return len(rs) == 1 && len(rs[0].Approvals) == 1 })
+	reply := a.MustDo("picker.select", def, map[string]any{"picker_id": testgw.P(t, pk)["picker_id"], "value": "once"})
+	if txt := testgw.Str(t, reply, "text"); !strings.Contains(txt, "Too late for `rm -rf build`") || !strings.Contains(txt, "(by phone") {
+		t.Fatalf("reply %s", reply.Raw)
+	}
+	close(hold)
+	got := until(t, a, is(t, "agent.idle"))
+	none(t, "phone", got, systemSays(t, "Allowed"))
+	if ap := fake.Runs()[0].Approvals; len(ap) != 1 || ap[0] != "timeout" {
+		t.Fatalf("Hermes took %v", ap)
 	}
 }
 
@@ -301,8 +328,9 @@ func TestHermesDroppedStreamThroughTheGateway(t *testing.T) {
 	}
 }
 
+// An older Hermes has no steer route: the note goes with the next message.
 func TestHermesSteerGoesWithTheNextMessage(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: true})
 	hold := make(chan struct{})
 	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Reading"), fakehermes.Hold(hold), fakehermes.Completed("Read it all.", 1, 1)}})
 	g := hermesGW(t, fake, t.TempDir())

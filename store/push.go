@@ -16,9 +16,17 @@ type PushJob struct {
 	ChatID   string
 	ThreadID string
 	Kind     string
-	Attempts int
-	NextAt   time.Time
-	LastErr  string
+	// Priority ranks the pushes of one collapse group (ntfy's scale: 3
+	// default, 4 high): the most urgent one is what the device is shown.
+	Priority  int
+	MessageID string
+	Attempts  int
+	NextAt    time.Time
+	LastErr   string
+	// Gen counts the changes to the row: a send finishes (DonePush,
+	// RetryPush) only the version it sent, never news that replaced it
+	// while the request was under way.
+	Gen int64
 }
 
 const pushSchema = `
@@ -41,20 +49,47 @@ CREATE INDEX push_due ON push_queue (next_at);
 ALTER TABLE devices ADD COLUMN webpush TEXT NOT NULL DEFAULT '';
 `
 
-// EnqueuePush queues a push, replacing one pending for the same device and
-// collapse key (it restarts its retries: the news is newer).
-func (s *Store) EnqueuePush(ctx context.Context, j PushJob) error {
-	_, err := s.exec(ctx, `INSERT INTO push_queue (device_id, collapse, cursor, title, body, chat_id, thread_id, kind, next_at)
-		VALUES (?,?,?,?,?,?,?,?,?)
-		ON CONFLICT (device_id, collapse) DO UPDATE SET cursor = excluded.cursor, title = excluded.title, body = excluded.body,
-		chat_id = excluded.chat_id, thread_id = excluded.thread_id, kind = excluded.kind, attempts = 0, next_at = excluded.next_at, last_err = ''`,
-		j.DeviceID, j.Collapse, j.Cursor, j.Title, j.Body, j.ChatID, j.ThreadID, j.Kind, j.NextAt.UnixMilli())
+// pushSchema2 ranks and versions queued pushes and names their message.
+const pushSchema2 = `
+ALTER TABLE push_queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 3;
+ALTER TABLE push_queue ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE push_queue ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+`
+
+// EnqueuePush queues a push, merging it with one pending for the same
+// device and collapse key. Of the two, the more urgent one's content is
+// kept (the newer on a tie): an approval's push is never turned into the
+// ordinary message that followed it. The cursor is the newer one's, so
+// last_pushed_cursor covers everything the group announced.
+//
+// A push still waiting out its hold (not yet due, never tried) keeps its
+// time, so a burst of news goes out as one push when the first one's hold
+// ends; any other (due, being sent, or waiting to be retried) restarts at
+// j.NextAt with fresh retries: the news is newer.
+func (s *Store) EnqueuePush(ctx context.Context, j PushJob, now time.Time) error {
+	if j.Priority == 0 {
+		j.Priority = 3
+	}
+	_, err := s.exec(ctx, `INSERT INTO push_queue (device_id, collapse, cursor, title, body, chat_id, thread_id, kind, priority, message_id, next_at)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT (device_id, collapse) DO UPDATE SET
+		title = CASE WHEN excluded.priority >= priority THEN excluded.title ELSE title END,
+		body = CASE WHEN excluded.priority >= priority THEN excluded.body ELSE body END,
+		kind = CASE WHEN excluded.priority >= priority THEN excluded.kind ELSE kind END,
+		message_id = CASE WHEN excluded.priority >= priority AND excluded.message_id != '' THEN excluded.message_id ELSE message_id END,
+		priority = MAX(priority, excluded.priority),
+		cursor = MAX(cursor, excluded.cursor),
+		chat_id = excluded.chat_id, thread_id = excluded.thread_id,
+		next_at = CASE WHEN attempts = 0 AND next_at > ? THEN next_at ELSE excluded.next_at END,
+		attempts = 0, last_err = '', gen = gen + 1`,
+		j.DeviceID, j.Collapse, j.Cursor, j.Title, j.Body, j.ChatID, j.ThreadID, j.Kind, j.Priority, j.MessageID, j.NextAt.UnixMilli(),
+		now.UnixMilli())
 	return err
 }
 
 // DuePushes returns up to limit pushes due at now, oldest first.
 func (s *Store) DuePushes(ctx context.Context, now time.Time, limit int) ([]PushJob, error) {
-	rows, err := s.query(ctx, `SELECT id, device_id, collapse, cursor, title, body, chat_id, thread_id, kind, attempts, next_at, last_err
+	rows, err := s.query(ctx, `SELECT id, device_id, collapse, cursor, title, body, chat_id, thread_id, kind, priority, message_id, attempts, next_at, last_err, gen
 		FROM push_queue WHERE next_at <= ? ORDER BY next_at, id LIMIT ?`, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, err
@@ -64,7 +99,7 @@ func (s *Store) DuePushes(ctx context.Context, now time.Time, limit int) ([]Push
 	for rows.Next() {
 		var j PushJob
 		var next int64
-		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Attempts, &next, &j.LastErr); err != nil {
+		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen); err != nil {
 			return nil, err
 		}
 		j.NextAt = time.UnixMilli(next)
@@ -80,15 +115,18 @@ func (s *Store) PendingPushes(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// DonePush removes a sent (or abandoned) push.
-func (s *Store) DonePush(ctx context.Context, id int64) error {
-	_, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = ?`, id)
+// DonePush removes a sent (or abandoned) push, unless newer news replaced
+// it meanwhile (its Gen moved on): that is still to be sent.
+func (s *Store) DonePush(ctx context.Context, j PushJob) error {
+	_, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = ? AND gen = ?`, j.ID, j.Gen)
 	return err
 }
 
-// RetryPush schedules another attempt.
-func (s *Store) RetryPush(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	_, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = ?, last_err = ? WHERE id = ?`, next.UnixMilli(), lastErr, id)
+// RetryPush schedules another attempt of the version of the push that was
+// tried; one replaced meanwhile is left to go out as it is.
+func (s *Store) RetryPush(ctx context.Context, j PushJob, next time.Time, lastErr string) error {
+	_, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = ?, last_err = ? WHERE id = ? AND gen = ?`,
+		next.UnixMilli(), lastErr, j.ID, j.Gen)
 	return err
 }
 

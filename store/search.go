@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -30,21 +33,88 @@ const (
 // come newest first. A query with nothing searchable in it (only
 // punctuation, say) finds nothing.
 func (s *Store) Search(ctx context.Context, query string, lane *core.Lane, limit int) ([]SearchHit, error) {
-	expr := MatchExpr(query)
+	expr := searchExpr(query, lane)
 	if expr == "" {
 		return nil, nil
 	}
-	if lane != nil {
-		expr = fmt.Sprintf(`lane_key : "%s" AND %s`, laneKey(*lane), expr)
+	return s.searchBelow(ctx, expr, math.MaxInt64, max(1, min(limit, 100)))
+}
+
+// SearchPage is one page of a search's hits, newest first.
+type SearchPage struct {
+	Hits []SearchHit
+	// More says older hits exist: the next page is the one before the
+	// last hit.
+	More bool
+	// Total is how many messages match, counted up to MaxSearchTotal (a
+	// total of MaxSearchTotal means that many or more), on the first page
+	// only: counting costs about what finding the page does.
+	Total int
+}
+
+// MaxSearchTotal bounds the count of a search's matches. Counting walks
+// the index's lists to their end, so a common word would cost what the
+// newest-first walk saves; a count that stops here stays cheap.
+const MaxSearchTotal = 1000
+
+// SearchPageBefore is Search one page at a time: the hits older than the
+// message before (none: the newest page), whether there are more, and the
+// total. An unknown before is ErrNotFound.
+func (s *Store) SearchPageBefore(ctx context.Context, query string, lane *core.Lane, before string, limit int) (SearchPage, error) {
+	expr := searchExpr(query, lane)
+	if expr == "" {
+		return SearchPage{}, nil
+	}
+	below := int64(math.MaxInt64)
+	if before != "" {
+		err := s.queryRow(ctx, `SELECT seq FROM messages WHERE id = ?`, before).Scan(&below)
+		if errors.Is(err, sql.ErrNoRows) {
+			return SearchPage{}, ErrNotFound
+		}
+		if err != nil {
+			return SearchPage{}, err
+		}
 	}
 	limit = max(1, min(limit, 100))
+	hits, err := s.searchBelow(ctx, expr, below, limit+1)
+	if err != nil {
+		return SearchPage{}, err
+	}
+	p := SearchPage{Hits: hits, More: len(hits) > limit}
+	if p.More {
+		p.Hits = hits[:limit]
+	}
+	switch {
+	case before != "":
+		return p, nil // the total came with the first page
+	case !p.More:
+		p.Total = len(p.Hits) // the whole result is here
+		return p, nil
+	}
+	err = s.queryRow(ctx, `SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)`,
+		expr, MaxSearchTotal).Scan(&p.Total)
+	return p, err
+}
+
+func searchExpr(query string, lane *core.Lane) string {
+	expr := MatchExpr(query)
+	if expr != "" && lane != nil {
+		expr = fmt.Sprintf(`lane_key : "%s" AND %s`, laneKey(*lane), expr)
+	}
+	return expr
+}
+
+// searchBelow returns up to limit hits of expr older than the message
+// numbered below.
+func (s *Store) searchBelow(ctx context.Context, expr string, below int64, limit int) ([]SearchHit, error) {
 	// Newest first is what the index gives cheaply: FTS5 walks its lists
-	// backwards by rowid and stops at the limit, so a common word costs no
-	// more than a rare one. Ranking by bm25 would score every match first.
+	// backwards by rowid, from below, and stops at the limit, so a common
+	// word costs no more than a rare one. Ranking by bm25 would score
+	// every match first.
 	rows, err := s.query(ctx, `SELECT m.id, m.chat_id, m.thread_id, m.role, m.ts,
 		highlight(messages_fts, 0, char(57344), char(57345))
 		FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid
-		WHERE messages_fts MATCH ? ORDER BY messages_fts.rowid DESC LIMIT ?`, expr, limit)
+		WHERE messages_fts MATCH ? AND messages_fts.rowid < ? ORDER BY messages_fts.rowid DESC LIMIT ?`, expr, below, limit)
 	if err != nil {
 		return nil, err
 	}

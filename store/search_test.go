@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -276,5 +278,119 @@ func TestImportMessages(t *testing.T) {
 	}
 	if b, err := s.SearchIndexBytes(ctx); err != nil || b <= 0 {
 		t.Fatalf("index size %d, %v", b, err)
+	}
+}
+
+// A search is paged newest first: each page holds the hits older than the
+// last one of the page before, More says whether there are more, and
+// Total counts them all, up to MaxSearchTotal.
+func TestSearchPages(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	lane := core.Lane{ChatID: "default"}
+	other := core.Lane{ChatID: "chan_b"}
+	if err := s.Write(ctx, func(tx *Tx) error {
+		for i := range 1200 {
+			l := lane
+			if i >= 150 {
+				l = other
+			}
+			if err := tx.InsertMessage(core.Message{ID: fmt.Sprint("p", i), Lane: l, Role: core.RoleUser, Text: fmt.Sprint("needle ", i), TS: int64(i)}, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	before := ""
+	for page := 0; ; page++ {
+		p, err := s.SearchPageBefore(ctx, "needle", &lane, before, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 150, false: 0}[page == 0]; p.Total != want {
+			t.Fatalf("page %d: total %d, want %d (counted on the first page)", page, p.Total, want)
+		}
+		if len(p.Hits) != 50 || p.More != (page < 2) {
+			t.Fatalf("page %d: %d hits, more %v", page, len(p.Hits), p.More)
+		}
+		for _, h := range p.Hits {
+			got = append(got, h.MessageID)
+		}
+		if !p.More {
+			break
+		}
+		before = p.Hits[len(p.Hits)-1].MessageID
+	}
+	for i, id := range got {
+		if want := fmt.Sprint("p", 149-i); id != want {
+			t.Fatalf("hit %d is %s, want %s (newest first, each once)", i, id, want)
+		}
+	}
+	// A result that fits one page is counted without a second query.
+	if p, err := s.SearchPageBefore(ctx, "needle 7", &lane, "", 50); err != nil || p.Total != len(p.Hits) || p.More || p.Total != 1 {
+		t.Fatalf("one hit: %+v, %v", p, err)
+	}
+	// All lanes: 1200 matches are counted as the cap.
+	p, err := s.SearchPageBefore(ctx, "needle", nil, "", 20)
+	if err != nil || p.Total != MaxSearchTotal || !p.More || len(p.Hits) != 20 || p.Hits[0].MessageID != "p1199" {
+		t.Fatalf("all lanes: total %d, more %v, %d hits (%v)", p.Total, p.More, len(p.Hits), err)
+	}
+	if _, err := s.SearchPageBefore(ctx, "needle", nil, "m_nothing", 20); err != ErrNotFound {
+		t.Fatalf("an unknown before: %v", err)
+	}
+	if p, err := s.SearchPageBefore(ctx, "!!", nil, "", 20); err != nil || len(p.Hits) != 0 || p.Total != 0 || p.More {
+		t.Fatalf("nothing searchable: %+v, %v", p, err)
+	}
+}
+
+// BenchmarkSearchTotal measures what a page's total costs: the newest page
+// alone (Search) against the page with its count up to MaxSearchTotal
+// (SearchPageBefore), over 200,000 messages, for words in every second
+// message, every twentieth and every thousandth.
+//
+//	go test -run '^$' -bench SearchTotal ./store/
+func BenchmarkSearchTotal(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "b.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	rnd := rand.New(rand.NewSource(1))
+	i := 0
+	if _, err := s.ImportMessages(ctx, func() (core.Message, bool) {
+		i++
+		w := []string{fmt.Sprintf("filler%d", rnd.Intn(5000)), fmt.Sprintf("filler%d", rnd.Intn(5000))}
+		if i%2 == 0 {
+			w = append(w, "common")
+		}
+		if i%20 == 0 {
+			w = append(w, "medium")
+		}
+		if i%1000 == 0 {
+			w = append(w, "rare")
+		}
+		return core.Message{ID: fmt.Sprint("b", i), Lane: core.Lane{ChatID: "default"}, Role: core.RoleUser, Text: strings.Join(w, " "), TS: int64(i)}, i <= 200_000
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []string{"common", "medium", "rare"} {
+		b.Run(q+"/page", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Search(ctx, q, nil, 20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(q+"/page+total", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.SearchPageBefore(ctx, q, nil, "", 20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -362,7 +362,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2}
 
 func now() int64 { return time.Now().UnixMilli() }
 

@@ -431,7 +431,8 @@ func TestWebApp(t *testing.T) {
 		if n := b.count("old-01"); n != 0 {
 			t.Fatalf("the oldest message shows before paging (%d)", n)
 		}
-		b.waitFor("paging back to the beginning", `(document.querySelector('.timeline').scrollTop = 0,
+		b.waitFor("paging back to the beginning", `(document.querySelector('.timeline').dispatchEvent(new WheelEvent('wheel', {deltaY: -1000})),
+			document.querySelector('.timeline').scrollTop = 0,
 			document.querySelector('.history-state').textContent.includes('beginning') && (`+countJS+`)('old-01') === 1)`, 2*Step)
 		for i := 1; i <= 60; i++ {
 			if n := b.count(fmt.Sprintf("old-%02d", i)); n != 1 {

@@ -68,8 +68,16 @@ type browser struct {
 
 // newBrowser starts Chromium with a fresh profile, with the flags this
 // machine needs: no sandbox (root), no GPU, and no background networking
-// (the machine's network is closed).
+// (the machine's network is closed). Its screenshots go to
+// testdata/artifacts/webtest/.
 func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	return newBrowserIn(t, "")
+}
+
+// newBrowserIn is newBrowser with the screenshots in a folder of their own
+// below testdata/artifacts/webtest/, so tests do not clear each other's.
+func newBrowserIn(t *testing.T, sub string) *browser {
 	t.Helper()
 	path := chromium(t)
 	profile := t.TempDir()
@@ -93,7 +101,7 @@ func newBrowser(t *testing.T) *browser {
 	}
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })
 
-	shots, err := filepath.Abs(filepath.Join("..", "testdata", "artifacts", "webtest"))
+	shots, err := filepath.Abs(filepath.Join("..", "testdata", "artifacts", "webtest", sub))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +235,35 @@ var enter = chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 	}
 	return nil
 })
+
+// wheel turns the mouse wheel over the middle of the element sel, as a
+// person scrolling does (dy < 0: up), and waits for the page to scroll.
+func (b *browser) wheel(sel string, dy float64) {
+	b.t.Helper()
+	r := eval[[]float64](b, `(() => { const r = document.querySelector(`+js(sel)+`).getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()`)
+	before := eval[float64](b, `document.querySelector(`+js(sel)+`).scrollTop`)
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, wheelEvent, wheelParams{Type: input.DispatchMouseEventTypeMouseWheel, X: r[0], Y: r[1], DeltaY: dy})
+		return err
+	}))
+	b.wait("the wheel to scroll "+sel, fmt.Sprintf(`document.querySelector(%s).scrollTop !== %v`, js(sel), before))
+	// A wheel's scroll may be animated: wait until it has come to rest.
+	eval[bool](b, `new Promise(r => { const t = document.querySelector(`+js(sel)+`); let last = t.scrollTop, still = 0;
+		const f = () => { if (t.scrollTop === last) { if (++still >= 5) return r(true); } else { still = 0; last = t.scrollTop; } requestAnimationFrame(f); };
+		requestAnimationFrame(f); })`)
+}
+
+// wheelParams are Input.dispatchMouseEvent's for a wheel: the protocol
+// wants both deltas, which cdproto's type omits when zero.
+type wheelParams struct {
+	Type   input.DispatchMouseEventType `json:"type"`
+	X      float64                      `json:"x"`
+	Y      float64                      `json:"y"`
+	DeltaX float64                      `json:"deltaX"`
+	DeltaY float64                      `json:"deltaY"`
+}
+
+var wheelEvent = cdp.Command[wheelParams, cdp.Empty]{Method: input.CommandDispatchMouseEvent}
 
 func (b *browser) typeIn(sel, text string) {
 	b.t.Helper()

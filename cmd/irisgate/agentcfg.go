@@ -30,6 +30,7 @@ type AgentFlags struct {
 	CmdTimeout    time.Duration `help:"Longest a terminal command may run." default:"2m" env:"IRISGATE_COMMAND_TIMEOUT" group:"Agent"`
 	MaxIterations int           `help:"Most model calls in one turn (model → tools → model…)." default:"16" env:"IRISGATE_MAX_ITERATIONS" group:"Agent"`
 	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY" group:"Agent"`
+	SandboxFlags
 	HermesFlags
 }
 
@@ -59,7 +60,7 @@ func (f *HermesFlags) buildHermes(log *slog.Logger) (*agent.Hermes, error) {
 }
 
 const defaultSystemPrompt = "You are a helpful assistant reached through the person's own gateway, often from a phone: " +
-	"be concise. You can run tools in the gateway's working directory; dangerous commands are shown to the person for approval."
+	"be concise. You can run tools in the gateway's working directory, in a sandbox; what leaves it (the network, files elsewhere) and dangerous commands are shown to the person for approval."
 
 // build makes the agent the flags describe. With a Hermes URL, Hermes is
 // the backend; a model configured too is offered beside it in /model, so a
@@ -115,7 +116,11 @@ func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 		}
 		policy.Rules = append(policy.Rules, agent.Rule{Pattern: re, Description: "matches the configured pattern " + pat})
 	}
-	tools := &agent.Tools{Policy: policy, Timeout: f.CmdTimeout}
+	sb, err := f.sandbox(log)
+	if err != nil {
+		return nil, err
+	}
+	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout}
 	tools.List = agent.Builtin(tools)
 	prompt := f.SystemPrompt
 	if prompt == "" {

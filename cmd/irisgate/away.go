@@ -26,19 +26,21 @@ import (
 
 // PushFlags configure the push backends of serve.
 type PushFlags struct {
-	FCMServiceAccount string   `help:"Firebase service-account JSON key file: turns on FCM push." type:"existingfile" env:"IRISGATE_FCM_SERVICE_ACCOUNT" group:"Push"`
-	NtfyServer        string   `help:"ntfy server URL (e.g. https://ntfy.sh): turns on ntfy push." env:"IRISGATE_NTFY_SERVER" group:"Push"`
-	NtfyToken         string   `help:"ntfy access token." env:"IRISGATE_NTFY_TOKEN" group:"Push"`
-	NtfyClick         string   `help:"URL a tap on an ntfy notification opens (e.g. the web app)." env:"IRISGATE_NTFY_CLICK" group:"Push"`
-	WebPush           bool     `help:"Web Push for browsers (VAPID keys are made on first start)." default:"true" negatable:"" env:"IRISGATE_WEBPUSH" group:"Push"`
-	WebPushContact    string   `help:"Contact in the VAPID token (mailto: or https:)." env:"IRISGATE_WEBPUSH_CONTACT" group:"Push"`
-	PushContent       string   `help:"What a push reveals: full, preview or ids." default:"preview" enum:"full,preview,ids" env:"IRISGATE_PUSH_CONTENT" group:"Push"`
-	DeliverTokens     []string `help:"Tokens that may deliver messages from other hosts (POST /api/send, the mobile deliver frame)." env:"IRISGATE_DELIVER_TOKENS" group:"Push"`
+	FCMServiceAccount string        `help:"Firebase service-account JSON key file: turns on FCM push." type:"existingfile" env:"IRISGATE_FCM_SERVICE_ACCOUNT" group:"Push"`
+	NtfyServer        string        `help:"ntfy server URL (e.g. https://ntfy.sh): turns on ntfy push." env:"IRISGATE_NTFY_SERVER" group:"Push"`
+	NtfyToken         string        `help:"ntfy access token." env:"IRISGATE_NTFY_TOKEN" group:"Push"`
+	NtfyClick         string        `help:"URL a tap on an ntfy notification opens (e.g. the web app)." env:"IRISGATE_NTFY_CLICK" group:"Push"`
+	WebPush           bool          `help:"Web Push for browsers (VAPID keys are made on first start)." default:"true" negatable:"" env:"IRISGATE_WEBPUSH" group:"Push"`
+	WebPushContact    string        `help:"Contact in the VAPID token (mailto: or https:)." env:"IRISGATE_WEBPUSH_CONTACT" group:"Push"`
+	PushContent       string        `help:"What a push reveals: full, preview or ids." default:"preview" enum:"full,preview,ids" env:"IRISGATE_PUSH_CONTENT" group:"Push"`
+	PushHold          time.Duration `help:"How long a push waits for more news of its chat before it goes out: a burst becomes one notification (0 sends at once)." default:"2s" env:"IRISGATE_PUSH_HOLD" group:"Push"`
+	PushTimeout       time.Duration `help:"Bound on each request to a push service." default:"10s" env:"IRISGATE_PUSH_TIMEOUT" group:"Push"`
+	DeliverTokens     []string      `help:"Tokens that may deliver messages from other hosts (POST /api/send, the mobile deliver frame)." env:"IRISGATE_DELIVER_TOKENS" group:"Push"`
 }
 
 func (p PushFlags) config() server.PushConfig {
 	return server.PushConfig{FCMServiceAccount: p.FCMServiceAccount, NtfyServer: p.NtfyServer, NtfyToken: p.NtfyToken, NtfyClick: p.NtfyClick,
-		WebPush: p.WebPush, WebPushSubscriber: p.WebPushContact, Content: p.PushContent}
+		WebPush: p.WebPush, WebPushSubscriber: p.WebPushContact, Content: p.PushContent, Hold: p.PushHold, Timeout: p.PushTimeout}
 }
 
 // SendCmd posts into a channel through the running gateway.

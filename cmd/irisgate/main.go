@@ -6,6 +6,11 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+
+	// The sandbox helper (the terminal tool's commands re-execute this
+	// binary to build their walls) runs from that package's init, before
+	// main and before anything of the gateway starts.
+	_ "github.com/irisgate/irisgate/sandbox"
 )
 
 // CLI is the command line. Every setting of serve can also come from the
@@ -31,7 +36,7 @@ func main() {
 		kong.UsageOnError(),
 		kong.Configuration(tomlLoader),
 	)
-	if err := ctx.Run(); err != nil {
+	if err := ctx.Run(&cli); err != nil {
 		fmt.Fprintln(os.Stderr, "irisgate:", err)
 		os.Exit(1)
 	}

@@ -175,43 +175,56 @@ func TestEventStream(t *testing.T) {
 }
 
 func TestApprovalAndStop(t *testing.T) {
-	s := New(t, Config{Key: key})
-	hold := make(chan struct{})
-	defer close(hold)
-	s.Push(Script{Steps: []Step{Hold(hold)}}, Script{Steps: []Step{Approval("rm -rf x", "delete"), Hold(hold)}})
-	c := newClient(t, s)
-	_, _, body := c.do("POST", "/v1/runs", `{"input":"hi"}`, key)
-	first := decode(t, body)["run_id"].(string)
-	if code, _, body := c.do("POST", "/v1/runs/"+first+"/approval", `{"choice":"once"}`, key); code != 409 || errCode(t, body) != "approval_not_pending" {
-		t.Fatalf("nothing asked yet: %d %s", code, body)
-	}
-	_, _, body = c.do("POST", "/v1/runs", `{"input":"hi"}`, key)
-	id := decode(t, body)["run_id"].(string)
-	if !s.Wait(5*time.Second, func(rs []Run) bool { return len(rs) == 2 && rs[1].Status == "waiting_for_approval" }) {
-		t.Fatalf("runs %+v", s.Runs())
-	}
-	if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"maybe"}`, key); code != 400 || errCode(t, body) != "invalid_approval_choice" {
-		t.Fatalf("bad choice: %d %s", code, body)
-	}
-	code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"Approve"}`, key)
-	if m := decode(t, body); code != 200 || m["object"] != "hermes.run.approval_response" || m["run_id"] != id || m["choice"] != "once" || m["resolved"] != float64(1) {
-		t.Fatalf("approval: %d %s", code, body)
-	}
-	if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, key); code != 409 || errCode(t, body) != "approval_not_pending" {
-		t.Fatalf("nothing pending: %d %s", code, body)
-	}
-	code, _, body = c.do("POST", "/v1/runs/"+id+"/stop", "", key)
-	if m := decode(t, body); code != 200 || m["run_id"] != id || m["status"] != "stopping" {
-		t.Fatalf("stop: %d %s", code, body)
-	}
-	if r := s.Runs()[1]; r.Status != "cancelled" || !r.StopRequested || len(r.Approvals) != 1 || r.Approvals[0] != "once" {
-		t.Fatalf("after stop %+v", r)
-	}
-	if code, _, body := c.do("POST", "/v1/runs/"+id+"/stop", "", key); code != 404 || errCode(t, body) != "run_not_found" {
-		t.Fatalf("stopping an ended run: %d %s", code, body)
-	}
-	if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, key); code != 409 || errCode(t, body) != "approval_not_active" {
-		t.Fatalf("approval after the end: %d %s", code, body)
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "current", true: "legacy"}[legacy], func(t *testing.T) {
+			s := New(t, Config{Key: key, Legacy: legacy})
+			hold := make(chan struct{})
+			defer close(hold)
+			s.Push(Script{Steps: []Step{Hold(hold)}}, Script{Steps: []Step{Approval("rm -rf x", "delete"), Hold(hold)}})
+			c := newClient(t, s)
+			_, _, body := c.do("POST", "/v1/runs", `{"input":"hi"}`, key)
+			first := decode(t, body)["run_id"].(string)
+			if code, _, body := c.do("POST", "/v1/runs/"+first+"/approval", `{"choice":"once"}`, key); code != 409 || errCode(t, body) != "approval_not_pending" {
+				t.Fatalf("nothing asked yet: %d %s", code, body)
+			}
+			_, _, body = c.do("POST", "/v1/runs", `{"input":"hi"}`, key)
+			id := decode(t, body)["run_id"].(string)
+			if !s.Wait(5*time.Second, func(rs []Run) bool { return len(rs) == 2 && rs[1].Status == "waiting_for_approval" }) {
+				t.Fatalf("runs %+v", s.Runs())
+			}
+			_, _, body = c.do("GET", "/v1/runs/"+id, "", key)
+			ap, hasApproval := decode(t, body)["approval"].(map[string]any)
+			if hasApproval == legacy || !legacy && (ap["command"] != "rm -rf x" || ap["request_id"] == nil) {
+				t.Fatalf("status while waiting: %s", body)
+			}
+			if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"maybe"}`, key); code != 400 || errCode(t, body) != "invalid_approval_choice" {
+				t.Fatalf("bad choice: %d %s", code, body)
+			}
+			code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"Approve"}`, key)
+			if m := decode(t, body); code != 200 || m["object"] != "hermes.run.approval_response" || m["run_id"] != id || m["choice"] != "once" || m["resolved"] != float64(1) {
+				t.Fatalf("approval: %d %s", code, body)
+			}
+			if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, key); code != 409 || errCode(t, body) != "approval_not_pending" {
+				t.Fatalf("nothing pending: %d %s", code, body)
+			}
+			code, _, body = c.do("POST", "/v1/runs/"+id+"/stop", "", key)
+			if m := decode(t, body); code != 200 || m["run_id"] != id || m["status"] != "stopping" {
+				t.Fatalf("stop: %d %s", code, body)
+			}
+			if !s.Wait(5*time.Second, func(rs []Run) bool { return rs[1].Status == "cancelled" }) {
+				t.Fatalf("not cancelled: %+v", s.Runs()[1])
+			}
+			if r := s.Runs()[1]; !r.StopRequested || len(r.Approvals) != 1 || r.Approvals[0] != "once" {
+				t.Fatalf("after stop %+v", r)
+			}
+			code, _, body = c.do("POST", "/v1/runs/"+id+"/stop", "", key)
+			if legacy && (code != 404 || errCode(t, body) != "run_not_found") || !legacy && (code != 200 || decode(t, body)["status"] != "cancelled") {
+				t.Fatalf("stopping an ended run: %d %s", code, body)
+			}
+			if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"deny"}`, key); code != 409 || errCode(t, body) != "approval_not_active" {
+				t.Fatalf("approval after the end: %d %s", code, body)
+			}
+		})
 	}
 }
 

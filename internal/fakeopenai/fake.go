@@ -29,6 +29,12 @@ type Script struct {
 	// instead, so a reply is held halfway.
 	Hold      chan struct{}
 	HoldAfter int
+	// EmptyBody, with Status, answers with no body at all, as Caddy's
+	// reverse_proxy does (502) when the model server behind it is down.
+	EmptyBody bool
+	// ErrorBody, with Status, is the exact body to answer with (a server's
+	// own error shape).
+	ErrorBody string
 	// Sending, when set, is called right before chunk i is written and
 	// flushed to the connection (the benchmark times the first token with
 	// it: after the flush the reader may have it before this goroutine
@@ -45,6 +51,10 @@ type Server struct {
 	// as OpenAI does) a request whose messages hold more than about this
 	// many tokens (four bytes a token). Set it before the first request.
 	ContextLimit int
+	// Efforts, when set, are the only reasoning_effort values accepted:
+	// another is refused with vLLM's 400 (see refuseEffort). Set it before
+	// the first request.
+	Efforts []string
 
 	mu       sync.Mutex
 	scripts  []Script
@@ -141,6 +151,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		return
 	}
+	if s.refuseEffort(w, body) {
+		return
+	}
 	if s.ContextLimit > 0 {
 		if n := promptTokens(body); n > s.ContextLimit {
 			w.Header().Set("Content-Type", "application/json")
@@ -167,6 +180,16 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
+	if sc.Status != 0 && sc.EmptyBody {
+		w.WriteHeader(sc.Status)
+		return
+	}
+	if sc.Status != 0 && sc.ErrorBody != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(sc.Status)
+		io.WriteString(w, sc.ErrorBody)
+		return
+	}
 	if sc.Status != 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After-Ms", "10")

@@ -33,13 +33,10 @@ var (
 	schemaErr  error
 )
 
-// Schema returns the compiled specification schema.
+// Schema returns the compiled Iris schema (docs/iris-v1.schema.json).
 func Schema(t testing.TB) *irisschema.Validator {
 	schemaOnce.Do(func() {
-		var p string
-		if p, schemaErr = irisschema.Locate(); schemaErr == nil {
-			schema, schemaErr = irisschema.Load(p)
-		}
+		schema, schemaErr = irisschema.Own()
 	})
 	if schemaErr != nil {
 		t.Fatalf("loading the Iris schema: %v", schemaErr)

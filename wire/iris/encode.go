@@ -187,11 +187,21 @@ func appendString(dst []byte, s string) []byte {
 }
 
 func messagePayload(m *core.Message) messageJSON {
+	model := m.Model
+	if m.Role == core.RoleCron && model == "" {
+		// A delivery (irisgate send, POST /api/send) says so, as a cron
+		// post names its job ("cron: <job>"): in history both are
+		// assistant messages, and apps show where they came from.
+		model = DeliveryModel
+	}
 	return messageJSON{
 		MessageID: m.ID, Role: m.Role, Text: m.Text, Reasoning: m.Reasoning, Media: mediaList(m.Media),
-		ReplyTo: m.ReplyTo, Model: m.Model, Tokens: m.Tokens, Runtime: runtimePayload(m.Runtime), TS: m.TS,
+		ReplyTo: m.ReplyTo, Model: model, Tokens: m.Tokens, Runtime: runtimePayload(m.Runtime), TS: m.TS,
 	}
 }
+
+// DeliveryModel is the model a delivered message carries.
+const DeliveryModel = "delivery"
 
 func mediaList(ms []core.Media) []mediaJSON {
 	if len(ms) == 0 {

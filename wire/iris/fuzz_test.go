@@ -37,10 +37,7 @@ var (
 func schemaFor(tb testing.TB) *irisschema.Validator {
 	tb.Helper()
 	fuzzSchemaOnce.Do(func() {
-		var p string
-		if p, fuzzSchemaErr = irisschema.Locate(); fuzzSchemaErr == nil {
-			fuzzSchema, fuzzSchemaErr = irisschema.Load(p)
-		}
+		fuzzSchema, fuzzSchemaErr = irisschema.Own()
 	})
 	if fuzzSchemaErr != nil {
 		tb.Fatalf("loading the Iris schema: %v", fuzzSchemaErr)

@@ -52,12 +52,17 @@ type searchReq struct {
 	ChatID   string  `json:"chat_id"`
 	ThreadID *string `json:"thread_id"`
 	Limit    int     `json:"limit"`
+	Before   string  `json:"before_message_id"`
 }
 
 type searchResultsJSON struct {
 	Query string          `json:"query"`
 	Scope string          `json:"scope"`
 	Hits  []searchHitJSON `json:"hits"`
+	// Beyond the spec's frame (docs/protocol.md): more pages, and the count
+	// (first page only).
+	HasMore bool `json:"has_more"`
+	Total   int  `json:"total,omitempty"`
 }
 
 type searchHitJSON struct {
@@ -109,12 +114,12 @@ func (s *Session) media(ctx context.Context, env *inEnvelope, id int64) error {
 		if lane.ChatID == "" {
 			lane = core.Lane{ChatID: deref(env.ChatID), ThreadID: deref(env.ThreadID)}
 		}
-		scope, hits, err := gw.Search(ctx, gateway.SearchRequest{Query: p.Query, Scope: p.Scope, Lane: lane, Limit: p.Limit})
+		scope, page, err := gw.Search(ctx, gateway.SearchRequest{Query: p.Query, Scope: p.Scope, Lane: lane, Limit: p.Limit, Before: p.Before})
 		if err != nil {
 			return err
 		}
-		out := searchResultsJSON{Query: p.Query, Scope: scope, Hits: make([]searchHitJSON, len(hits))}
-		for i, h := range hits {
+		out := searchResultsJSON{Query: p.Query, Scope: scope, Hits: make([]searchHitJSON, len(page.Hits)), HasMore: page.More, Total: page.Total}
+		for i, h := range page.Hits {
 			out.Hits[i] = searchHitJSON{MessageID: h.MessageID, ChatID: h.Lane.ChatID, ThreadID: h.Lane.ThreadID, Role: h.Role, Snippet: h.Snippet, TS: h.TS}
 		}
 		s.reply(id, "search.results", core.Lane{}, out)

@@ -100,6 +100,11 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 		SyncCursor: w.SyncCursor, LastPushedCursor: w.LastPushedCursor, Channels: channelList(w.Channels),
 	}
 	conn.SendFirst(hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: "hello.ack"}, ack)})
+	if w.PushRefused != nil {
+		// The hello is answered (hello.ack carries its id); this error,
+		// without one, says why the device will not be woken.
+		s.sendError(0, w.PushRefused)
+	}
 	return s, nil
 }
 
@@ -247,7 +252,14 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		if json.Unmarshal(p.WebPush, &text) == nil {
 			sub = text
 		}
-		return gw.RegisterPush(ctx, s.caller(id), p.FCMToken, p.NtfyTopic, sub)
+		if err := gw.RegisterPush(ctx, s.caller(id), p.FCMToken, p.NtfyTopic, sub); err != nil {
+			return err // the error carries the id
+		}
+		// The schema has no reply type of its own for fcm.register: a
+		// request with an id is answered with a pong carrying it.
+		if id != 0 {
+			s.reply(id, "pong", core.Lane{}, struct{}{})
+		}
 	case "channel.list":
 		cs, err := gw.Channels(ctx)
 		if err != nil {

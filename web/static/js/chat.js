@@ -2,9 +2,9 @@
 // commentary, pickers), the todo strip and the composer with its / drawer,
 // attachments, stop and steer.
 
-import { h, icon, avatar, fmtTime, fmtSize, fuzzy, truncate, announce } from './util.js';
+import { h, icon, avatar, fmtSize, fuzzy, truncate, announce } from './util.js';
 import { renderMarkdown } from './md.js';
-import { actionSheet, confirmDialog, modal } from './dialogs.js';
+import { itemViews, regroup } from './items.js';
 
 const BUSY_TEXT = { processing: 'thinking…', tool: 'running a tool…', waiting_input: 'waiting for your answer', cron: 'running a scheduled job…' };
 const TODO_MARK = { pending: '○', in_progress: '◐', completed: '✓', cancelled: '✕' };
@@ -40,7 +40,10 @@ export class ChatView {
     this.list = h('ol', { class: 'items', 'aria-label': 'Messages' });
     this.typingEl = h('div', { class: 'typing', hidden: true, 'aria-hidden': 'true' }, h('span'), h('span'), h('span'));
     this.timeline = h('div', { class: 'timeline', tabindex: '0', 'aria-labelledby': 'chat-title' }, this.sentinel, this.list, this.typingEl);
-    this.jumpBtn = h('button', { type: 'button', class: 'jump', hidden: true, onclick: () => this.scrollToBottom(true) }, '↓ New messages');
+    this.jumpText = h('span', null, 'Jump to latest');
+    this.jumpBtn = h('button', { type: 'button', class: 'jump', hidden: true, onclick: () => this.scrollToBottom(true) },
+      h('span', { 'aria-hidden': 'true' }, '↓ '), this.jumpText);
+    this.pane = h('div', { class: 'timeline-pane' }, this.timeline, this.jumpBtn);
     this.todoEl = h('div', { class: 'todo-strip', hidden: true, role: 'region', 'aria-label': "The agent's todo list" });
 
     // Composer.
@@ -60,17 +63,31 @@ export class ChatView {
       h('div', { class: 'composer-row' }, this.attachBtn, this.fileInput, this.input, this.sendBtn));
 
     this.empty = h('div', { class: 'empty-chat' }, h('img', { src: 'icons/icon.svg', alt: '', width: 64, height: 64 }), h('p', null, 'Pick a chat to start.'));
-    this.el = h('main', { class: 'chat', 'aria-label': 'Conversation' }, this.head, this.timeline, this.jumpBtn, this.todoEl, this.readonlyEl, this.form, this.empty);
+    this.el = h('main', { class: 'chat', 'aria-label': 'Conversation' }, this.head, this.pane, this.todoEl, this.readonlyEl, this.form, this.empty);
 
     this.input.addEventListener('input', () => { this.autosize(); this.updateDrawer(); this.drafts.set(this.key, this.input.value); });
     this.input.addEventListener('keydown', (e) => this.onKey(e));
     this.input.addEventListener('blur', () => setTimeout(() => this.hideDrawer(), 150));
     this.fileInput.addEventListener('change', () => { this.addFiles([...this.fileInput.files]); this.fileInput.value = ''; });
     // Stick to the bottom while the person is there: new messages, a
-    // growing stream and images that load keep the newest in view.
+    // growing stream, images that load late and a composer or keyboard
+    // that takes room keep the newest in view. Only the person lets go, by
+    // scrolling up with a wheel, a finger, the keyboard or the scrollbar;
+    // what the layout does to the scroll position never counts (a scroll
+    // event measured after an image grew the list, a shrink the browser
+    // clamped).
     this.stick = true;
-    this.timeline.addEventListener('scroll', () => { this.stick = this.atBottom(); if (this.stick) this.jumpBtn.hidden = true; });
-    new ResizeObserver(() => { if (this.stick) this.scrollToBottom(false); }).observe(this.list);
+    this.lastTop = 0;
+    this.unseen = 0; // messages that arrived below while the person read above
+    this.intentAt = -Infinity;
+    this.pointerDown = false;
+    const intent = () => { this.intentAt = performance.now(); };
+    for (const ev of ['wheel', 'touchstart', 'touchmove', 'keydown', 'focusin']) this.timeline.addEventListener(ev, intent, { passive: true });
+    this.timeline.addEventListener('pointerdown', () => { this.pointerDown = true; intent(); });
+    for (const ev of ['pointerup', 'pointercancel']) window.addEventListener(ev, () => { if (this.pointerDown) { this.pointerDown = false; intent(); } });
+    this.timeline.addEventListener('scroll', () => this.onScroll(), { passive: true });
+    const ro = new ResizeObserver(() => { if (this.stick) this.scrollToBottom(false); else this.renderJump(); });
+    for (const el of [this.timeline, this.sentinel, this.list, this.typingEl]) ro.observe(el);
     this.el.addEventListener('dragover', (e) => { if (this.key && e.dataTransfer.types.includes('Files')) e.preventDefault(); });
     this.el.addEventListener('drop', (e) => { if (!this.key || !e.dataTransfer.files.length) return; e.preventDefault(); this.addFiles([...e.dataTransfer.files]); });
     this.input.addEventListener('paste', (e) => { const fs = [...(e.clipboardData?.files || [])]; if (fs.length) { e.preventDefault(); this.addFiles(fs); } });
@@ -199,6 +216,7 @@ export class ChatView {
       if (el) { this.nodes.set(it.key, el); frag.append(el); }
     }
     this.list.replaceChildren(frag);
+    for (const el of this.list.children) regroup(el);
     this.renderHistoryState();
   }
 
@@ -206,17 +224,19 @@ export class ChatView {
   apply({ changed, removed }) {
     const bottom = this.stick;
     const l = this.st.lane(this.key);
-    let appended = false;
+    let appended = 0;
+    const touched = new Set(); // elements whose group may have changed
+    const near = (el) => { if (el) { touched.add(el.previousElementSibling); touched.add(el.nextElementSibling); touched.add(el); } };
     for (const k of removed) {
       const el = this.nodes.get(k);
-      if (el) { el.remove(); this.nodes.delete(k); }
+      if (el) { near(el); el.remove(); this.nodes.delete(k); }
     }
     for (const k of changed) {
       const it = l.items.get(k);
       if (!it) continue;
       if (it.k < this.floorK) continue;
       let old = this.nodes.get(k);
-      if (old && Number(old.dataset.k) !== it.k) { old.remove(); this.nodes.delete(k); old = null; } // it moved
+      if (old && Number(old.dataset.k) !== it.k) { near(old); old.remove(); this.nodes.delete(k); old = null; } // it moved
       if (old && it.kind === 'msg' && it.status === 'streaming' && old.dataset.status === 'streaming' && old.dataset.media === String((it.media || []).length)) {
         this.patchStream(old, it);
         continue;
@@ -224,16 +244,19 @@ export class ChatView {
       const el = this.renderItem(it);
       if (old && old.dataset.status === 'streaming' && it.status === 'done' && it.text) announce(`Reply: ${truncate(it.text, 200)}`);
       if (old) {
+        near(old);
         if (el) old.replaceWith(el); else old.remove();
       } else if (el) {
         this.insert(el, it);
-        if (el === this.list.lastElementChild) appended = true;
+        if (el === this.list.lastElementChild && it.kind === 'msg') appended++;
       }
+      near(el);
       if (el) this.nodes.set(k, el); else this.nodes.delete(k);
     }
+    for (const el of touched) if (el && el.parentNode === this.list) regroup(el);
     this.renderBusy();
     if (bottom) this.scrollToBottom(false);
-    else if (appended) this.jumpBtn.hidden = false;
+    else if (appended) { this.unseen += appended; this.renderJump(); }
     if (!document.hidden) this.st.markRead(this.key);
   }
 
@@ -257,194 +280,6 @@ export class ChatView {
     });
   }
 
-  renderItem(it) {
-    let el;
-    switch (it.kind) {
-      case 'msg': el = this.renderMsg(it); break;
-      case 'commentary': el = h('li', { class: 'commentary' }, h('p', null, ...[renderMarkdown(it.text)])); break;
-      case 'tool': el = this.renderTool(it); break;
-      case 'picker': el = this.renderPicker(it); break;
-      default: return null;
-    }
-    if (!el) return null;
-    el.dataset.key = it.key;
-    el.dataset.k = it.k;
-    return el;
-  }
-
-  renderMsg(it) {
-    const s = this.st.settings;
-    const role = it.role || 'assistant';
-    const cls = role === 'user' ? 'user' : role === 'assistant' ? 'assistant' : 'system';
-    const body = [];
-    if (it.reasoning && role === 'assistant') {
-      body.push(h('details', { class: 'reasoning', open: s.reasoningOpen },
-        h('summary', null, 'Reasoning'), h('div', { class: 'reasoning-text' }, renderMarkdown(it.reasoning))));
-    }
-    const text = h('div', { class: 'text' }, renderMarkdown(it.text || ''));
-    if (it.status === 'streaming') text.append(h('span', { class: 'caret', 'aria-hidden': 'true' }));
-    if (it.text || (it.status === 'streaming' && !(it.media && it.media.length))) body.push(text);
-    if (it.media && it.media.length) body.push(h('div', { class: 'media-list' }, it.media.map((m) => this.renderMedia(m, it))));
-    const meta = [];
-    if (role === 'assistant' && it.status === 'done' && it.runtime && s.runtime !== 'off') meta.push(h('span', { class: 'runtime' }, runtimeText(it.runtime, s.runtime)));
-    meta.push(h('time', { datetime: it.ts ? new Date(it.ts).toISOString() : '' }, fmtTime(it.ts || it.k)));
-    if (role === 'user') meta.push(ticks(it));
-    const more = it.status === 'streaming' ? null : h('button', { type: 'button', class: 'icon-btn msg-more', 'aria-label': 'Message options', onclick: () => this.msgMenu(it) }, icon('more'));
-    const bubble = h('div', { class: 'bubble' }, body, h('footer', { class: 'msg-meta' }, meta));
-    const hasMedia = !!(it.media && it.media.length);
-    const li = h('li', {
-      class: `msg ${cls} ${it.status || ''} ${!it.text && it.status === 'streaming' ? 'empty' : ''} ${hasMedia ? 'has-media' : ''}`,
-      'data-status': it.status || '', 'data-role': role, 'data-media': String((it.media || []).length),
-    }, bubble, more);
-    // A long press (or right click) opens the same menu.
-    if (more) bubble.addEventListener('contextmenu', (e) => { if (!window.getSelection()?.toString()) { e.preventDefault(); this.msgMenu(it); } });
-    if (it.status === 'failed') li.append(h('p', { class: 'send-error', role: 'alert' }, `Not sent: ${it.error || 'error'} `, h('button', { type: 'button', class: 'link', onclick: () => this.st.retry(this.key, it.key) }, 'Retry')));
-    return li;
-  }
-
-  renderMedia(m, it) {
-    const name = m.filename || 'file';
-    if (!m.media_id) { // our own upload, before the echo
-      return h('div', { class: 'file' }, icon('file'), h('span', { class: 'file-name' }, name), h('span', { class: 'file-size' }, fmtSize(m.size)));
-    }
-    const wrap = h('div', { class: `file kind-${m.kind || 'document'}`, 'data-media-id': m.media_id });
-    const progress = h('progress', { max: 1, value: 0, hidden: true, 'aria-label': `Downloading ${name}` });
-    const dl = h('button', { type: 'button', class: 'btn small', 'aria-label': `Download ${name}`, onclick: () => this.download(m, wrap, progress) }, icon('download'), 'Download');
-    wrap.append(icon('file'), h('span', { class: 'file-name' }, name), h('span', { class: 'file-size' }, fmtSize(m.size)), progress, dl);
-    const small = (m.size || 0) <= 10 * 1024 * 1024;
-    if (m.kind === 'image' && small) {
-      const img = h('img', { class: 'preview', alt: name, 'data-media-id': m.media_id });
-      const box = h('div', { class: 'preview-box', hidden: true }, img);
-      wrap.prepend(box);
-      this.st.mediaURL(m).then((url) => { img.src = url; box.hidden = false; wrap.classList.add('has-preview'); })
-        .catch(() => { /* offline: the download button stays */ });
-      img.addEventListener('click', () => this.viewImage(img.src, name));
-    } else if (this.st.mediaURLs.has(m.media_id)) {
-      this.attachPlayer(wrap, m, this.st.mediaURLs.get(m.media_id));
-    }
-    return wrap;
-  }
-
-  async download(m, wrap, progress) {
-    progress.hidden = false;
-    try {
-      const url = await this.st.mediaURL(m, (f) => { progress.value = f; });
-      progress.hidden = true;
-      this.attachPlayer(wrap, m, url);
-      const a = h('a', { href: url, download: m.filename || 'file' });
-      document.body.append(a);
-      a.click();
-      a.remove();
-    } catch (e) {
-      progress.hidden = true;
-      this.ui.toast({ title: 'Download failed', body: e.message });
-    }
-  }
-
-  attachPlayer(wrap, m, url) {
-    if (wrap.querySelector('.saved')) return;
-    if (m.kind === 'audio' || m.kind === 'voice') wrap.append(h('audio', { controls: true, src: url, class: 'player' }));
-    if (m.kind === 'video') wrap.append(h('video', { controls: true, src: url, class: 'player' }));
-    wrap.append(h('a', { class: 'saved link', href: url, download: m.filename || 'file' }, 'Save again'));
-  }
-
-  viewImage(src, name) {
-    modal({ title: name, className: 'image-view', body: () => h('div', { class: 'dialog-body' }, h('img', { src, alt: name }),
-      h('a', { class: 'btn', href: src, download: name }, icon('download'), 'Download')) });
-  }
-
-  renderTool(it) {
-    const mode = this.st.settings.tools;
-    if (mode === 'hidden') return null;
-    const state = it.running ? h('span', { class: 'tool-state running' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), it.note ? truncate(it.note, 40) : 'running')
-      : it.ok === false ? h('span', { class: 'tool-state fail' }, '✕ failed', it.duration != null ? ` · ${it.duration.toFixed(1)} s` : '')
-        : h('span', { class: 'tool-state ok' }, '✓', it.duration != null ? ` ${it.duration.toFixed(1)} s` : '');
-    const title = h('span', { class: 'tool-name' }, `${it.emoji || '🔧'} ${it.name}`);
-    const preview = it.preview || (it.args && it.args.command) || '';
-    if (mode === 'truncated') {
-      return h('li', { class: 'tool compact' }, h('div', { class: 'tool-line' }, title,
-        preview ? h('code', { class: 'tool-preview' }, truncate(preview, 80)) : null, state),
-      it.output && !it.running ? h('div', { class: 'tool-out' }, truncate(it.output.split('\n').filter(Boolean).pop() || '', 100)) : null);
-    }
-    const args = it.args && Object.keys(it.args).length ? JSON.stringify(it.args, null, 2) : '';
-    return h('li', { class: 'tool full' },
-      h('details', { open: !!it.running },
-        h('summary', null, title, preview ? h('code', { class: 'tool-preview' }, truncate(preview, 120)) : null, state),
-        args ? h('pre', { class: 'code' }, h('code', null, args)) : null,
-        it.note && it.running ? h('p', { class: 'tool-note' }, it.note) : null,
-        it.output ? h('pre', { class: 'code out' }, h('code', null, it.output)) : null));
-  }
-
-  renderPicker(it) {
-    const p = it.p;
-    const id = `pk-${p.picker_id}`;
-    const closed = !!it.answered || it.stale;
-    const pick = async (value, label) => {
-      try {
-        await this.st.answerPicker(this.key, it.key, value, label);
-        announce(`Answered: ${label || value}`);
-      } catch (e) {
-        this.ui.toast({ title: 'Not sent', body: "You're offline: answer again when connected." });
-      }
-    };
-    const buttons = (choices, primaryFirst) => h('div', { class: 'picker-actions' }, (choices || []).map((c, i) => h('button', {
-      type: 'button', class: `btn ${c.value === 'deny' ? 'danger-outline' : (primaryFirst && i === 0) ? 'primary' : ''} ${c.is_current ? 'current' : ''}`,
-      'aria-pressed': it.ptype === 'choice' ? String(!!c.is_current) : undefined, disabled: closed, 'data-value': c.value,
-      onclick: () => pick(c.value, c.label),
-    }, c.is_current ? icon('check') : null, c.label || c.value)));
-    const body = [];
-    const titles = { approval: 'Approval needed', clarify: 'Question', confirm: 'Please confirm', choice: p.title || 'Choose', model: 'Model' };
-    body.push(h('h3', { id }, it.ptype === 'approval' ? titles.approval : p.title || titles[it.ptype] || 'Choose'));
-    switch (it.ptype) {
-      case 'approval':
-        body.push(h('p', { class: 'picker-q' }, p.title || 'Run this command?'));
-        body.push(h('pre', { class: 'cmd', 'aria-label': 'Command' }, h('code', null, p.command || '')));
-        if (p.description) body.push(h('p', { class: 'picker-desc' }, p.description));
-        body.push(buttons(p.choices, true));
-        break;
-      case 'clarify': {
-        body.push(buttons(p.choices, false));
-        const inp = h('input', { type: 'text', 'aria-label': 'Your answer', placeholder: 'Your answer', disabled: closed });
-        body.push(h('form', { class: 'picker-free', onsubmit: (e) => { e.preventDefault(); if (inp.value.trim()) pick(inp.value.trim()); } },
-          inp, h('button', { type: 'submit', class: 'btn primary', disabled: closed }, 'Answer')));
-        break;
-      }
-      case 'model': {
-        const sel = h('select', { 'aria-label': 'Model', disabled: closed },
-          (p.providers || []).map((pr) => h('optgroup', { label: pr.label || pr.id },
-            (pr.models || []).map((m) => h('option', { value: `${pr.id}/${m.id}`, selected: pr.id === p.current_provider && m.id === p.current_model }, m.label || m.id)))));
-        body.push(h('p', { class: 'picker-desc' }, `Now: ${p.current_model || '?'}${p.current_provider ? ` (${p.current_provider})` : ''}`));
-        body.push(h('form', { class: 'picker-free', onsubmit: (e) => { e.preventDefault(); pick(sel.value, sel.selectedOptions[0]?.textContent); } },
-          sel, h('button', { type: 'submit', class: 'btn primary', disabled: closed }, 'Switch')));
-        break;
-      }
-      default: // choice, confirm
-        body.push(buttons(p.choices, it.ptype === 'confirm'));
-    }
-    if (it.answered) body.push(h('p', { class: 'picker-done' }, icon('check'), ` You answered: ${it.answered}`));
-    else if (it.stale) body.push(h('p', { class: 'picker-done muted' }, 'This question is no longer open.'));
-    return h('li', { class: `picker-item ${closed ? 'closed' : 'open'}` },
-      h('section', { class: `card picker picker-${it.ptype}`, role: 'group', 'aria-labelledby': id }, body));
-  }
-
-  async msgMenu(it) {
-    const actions = [
-      it.text ? { id: 'copy', label: 'Copy text', icon: 'copy' } : null,
-      it.status === 'failed' ? { id: 'retry', label: 'Send again', icon: 'send' } : null,
-      { id: 'delete', label: 'Delete message', icon: 'trash', danger: true },
-    ];
-    const a = await actionSheet({ title: 'Message', actions });
-    if (a === 'copy') {
-      try { await navigator.clipboard.writeText(it.text); this.ui.toast({ title: 'Copied' }); } catch { this.ui.toast({ title: 'Copy failed' }); }
-    } else if (a === 'retry') {
-      this.st.retry(this.key, it.key);
-    } else if (a === 'delete') {
-      const ok = await confirmDialog({ title: 'Delete message?', body: 'It is deleted on the gateway and on all your devices. This cannot be undone.', ok: 'Delete', danger: true });
-      if (!ok) return;
-      try { await this.st.deleteMessages(this.key, [it.key]); announce('Message deleted'); } catch (e) { this.ui.toast({ title: 'Not deleted', body: e.message }); }
-    }
-  }
-
   // Paging and scrolling.
 
   atBottom(slack = 40) {
@@ -452,11 +287,39 @@ export class ChatView {
     return t.scrollHeight - t.scrollTop - t.clientHeight < slack;
   }
 
+  onScroll() {
+    const top = this.timeline.scrollTop;
+    const person = this.pointerDown || performance.now() - this.intentAt < 800;
+    if (this.atBottom()) {
+      this.stick = true;
+      this.unseen = 0;
+    } else if (person) {
+      if (top < this.lastTop) this.stick = false;
+    } else if (this.stick && top < this.lastTop) {
+      this.scrollToBottom(false); // the layout moved the view up (content shrank, then grew): back down
+      return;
+    }
+    this.lastTop = top;
+    this.renderJump();
+  }
+
+  /** renderJump shows "jump to latest" whenever the person is away from
+   * the bottom, counting what arrived since they left it. */
+  renderJump() {
+    const show = !!this.key && !this.stick && !this.atBottom();
+    this.jumpBtn.hidden = !show;
+    if (!show) return;
+    const n = this.unseen;
+    this.jumpText.textContent = n ? `${n} new message${n === 1 ? '' : 's'}` : 'Jump to latest';
+  }
+
   scrollToBottom(smooth) {
     const t = this.timeline;
     t.scrollTo({ top: t.scrollHeight, behavior: smooth ? 'smooth' : 'instant' });
     this.stick = true;
-    this.jumpBtn.hidden = true;
+    this.unseen = 0;
+    this.lastTop = t.scrollTop;
+    this.renderJump();
   }
 
   async older() {
@@ -503,7 +366,10 @@ export class ChatView {
         if (it.k < this.floorK) { this.limit = this.st.sortedItems(key).filter((x) => x.k >= it.k).length + 20; this.renderAll(); }
         const el = this.nodes.get(messageId);
         if (el) {
+          this.stick = false; // stay with it while images below load
           el.scrollIntoView({ block: 'center' });
+          this.lastTop = this.timeline.scrollTop;
+          this.renderJump();
           el.classList.add('flash');
           setTimeout(() => el.classList.remove('flash'), 2000);
           return true;
@@ -676,21 +542,4 @@ export class ChatView {
   }
 }
 
-function ticks(it) {
-  const map = { pending: [null, 'Waiting to send'], sent: ['✓', 'Delivered'], read: ['✓✓', 'Read by the agent'], failed: ['!', 'Not sent'] };
-  const [t, label] = map[it.status] || map.sent;
-  return h('span', { class: `ticks ${it.status}`, role: 'img', 'aria-label': label, title: label }, t || icon('clock'));
-}
-
-function runtimeText(r, mode) {
-  const parts = [];
-  if (r.model) parts.push(r.model);
-  if (mode === 'full') {
-    if (r.context_pct != null) parts.push(`ctx ${r.context_pct}%`);
-    if (r.cwd) parts.push(r.cwd);
-  }
-  if (r.latency != null) parts.push(`${r.latency.toFixed(1)} s`);
-  if (mode === 'full' && r.cost != null) parts.push(`$${r.cost.toFixed(4)}`);
-  return parts.join(' · ');
-}
-
+Object.assign(ChatView.prototype, itemViews);

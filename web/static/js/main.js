@@ -82,7 +82,7 @@ function mountPairing(notice) {
   const hashParams = new URLSearchParams(location.hash.replace(/^#\/?pair\??/, ''));
   const prev = (() => { try { return JSON.parse(localStorage.getItem('iris.lastServer') || 'null'); } catch { return null; } })();
   const url = h('input', { id: 'pair-url', name: 'url', type: 'url', required: true, autocomplete: 'url', spellcheck: 'false', value: hashParams.get('url') || (prev && prev.url) || defaultURL() });
-  const token = h('input', { id: 'pair-token', name: 'token', type: 'password', required: true, autocomplete: 'current-password', value: hashParams.get('token') || '' });
+  const token = h('input', { id: 'pair-token', name: 'token', type: 'password', required: true, autocomplete: 'current-password', 'aria-describedby': 'pair-token-hint', value: hashParams.get('token') || '' });
   const name = h('input', { id: 'pair-name', name: 'name', type: 'text', required: true, maxlength: 64, value: (prev && prev.deviceName) || defaultDeviceName() });
   const err = h('p', { class: 'form-error', role: 'alert', id: 'pair-error' }, notice || '');
   const btn = h('button', { type: 'submit', class: 'btn primary wide' }, 'Connect');
@@ -107,7 +107,8 @@ function mountPairing(notice) {
   h('div', { class: 'field' }, h('label', { for: 'pair-url' }, 'Gateway address'), url,
     h('p', { class: 'hint' }, 'The WebSocket address of your irisgate, ending in /ws.')),
   h('div', { class: 'field' }, h('label', { for: 'pair-token' }, 'Token'), token,
-    h('p', { class: 'hint' }, 'Printed by irisgate when it first starts, or made with ', h('code', null, 'irisgate token add'), '.')),
+    h('p', { class: 'hint', id: 'pair-token-hint' }, 'Printed by irisgate when it first starts, or made with ', h('code', null, 'irisgate token create --name NAME'),
+      '. ', h('code', null, 'irisgate pair'), ' prints a link (and a QR code to scan) that opens this page with the token filled in.')),
   h('div', { class: 'field' }, h('label', { for: 'pair-name' }, 'Name of this device'), name),
   err, btn);
   root.replaceChildren(h('main', { class: 'pair' },

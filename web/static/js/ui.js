@@ -8,6 +8,11 @@ import { ChatView } from './chat.js';
 import { modal, promptDialog, confirmDialog, actionSheet } from './dialogs.js';
 import { pushAvailable, subscribePush } from './push.js';
 
+const SEARCH_PAGE = 50;
+// What the channel list's line says first, by who wrote it.
+const PREVIEW_FROM = { user: 'You: ', cron: 'Cron: ', delivery: 'Script: ' };
+const MAX_SEARCH_TOTAL = 1000; // the gateway counts matches up to this
+
 export function mountApp(root, st, opts) {
   const ui = new UI(root, st, opts);
   ui.mount();
@@ -66,6 +71,12 @@ class UI {
 
   // Routing: #/c/<lane> opens a chat; no hash is the list.
   route() {
+    if (/^#\/?pair\b/.test(location.hash)) {
+      // A pairing link opened in a browser paired already: its token must
+      // not linger in the address bar or the history.
+      history.replaceState(null, '', location.pathname);
+      this.toast({ title: 'This browser is paired already', body: 'To pair it with another token, unpair it in Settings, then open the link again.' });
+    }
     const m = location.hash.match(/^#\/c\/(.+)$/);
     const key = m ? decodeURIComponent(m[1]) : null;
     this.layout.dataset.view = key ? 'chat' : 'list';
@@ -126,7 +137,7 @@ class UI {
           h('span', { class: 'chan-meta' },
             h('span', { class: 'chan-name' }, c.name, c.favorite ? h('span', { class: 'fav', 'aria-label': 'favourite' }, ' ★') : null,
               c.is_default ? h('span', { class: 'tag' }, 'default') : null, c.automation ? h('span', { class: 'tag' }, 'automation') : null),
-            h('span', { class: 'chan-preview' }, busy ? h('em', null, 'working…') : pv ? truncate((pv.role === 'user' ? 'You: ' : '') + pv.text, 80) : '')),
+            h('span', { class: 'chan-preview' }, busy ? h('em', null, 'working…') : pv ? truncate((PREVIEW_FROM[pv.origin] || (pv.role === 'user' ? 'You: ' : '')) + pv.text, 80) : '')),
           h('span', { class: 'chan-side' },
             pv ? h('span', { class: 'chan-time' }, fmtTime(pv.k)) : null,
             unread ? h('span', { class: 'badge', 'aria-label': `${unread} unread` }, String(unread)) : null)),
@@ -307,36 +318,92 @@ class UI {
     const one = h('input', { type: 'radio', name: 'scope', id: 'scope-chat', value: 'chat', checked: scope === 'chat' && !!lane, disabled: !lane });
     const status = h('p', { class: 'search-status', role: 'status' });
     const results = h('ul', { class: 'results', role: 'list', 'aria-label': 'Results' });
+    // A search shows a page at a time: the gateway's pages (has_more,
+    // before_message_id) or, from the cache, slices of every match.
     let seq = 0;
+    let cur = null; // {q, chatScope, hits, total, more, local, all}
+    const count = (n) => n.toLocaleString();
+    const statusText = () => {
+      const n = cur.hits.length;
+      const where = cur.local ? ' from messages saved on this device' : '';
+      if (!n) return `No results${where}.`;
+      const noun = (k) => (k === 1 ? 'result' : 'results');
+      if (!cur.more) return `${count(n)} ${noun(n)}${where}.`;
+      if (cur.total == null) return `${count(n)} results${where}, and more.`;
+      if (cur.total >= MAX_SEARCH_TOTAL) return `${count(n)} of ${n < cur.total ? count(cur.total) + '+' : 'more than ' + count(n)} results${where}.`;
+      return `${count(n)} of ${count(cur.total)} results${where}.`;
+    };
+    const hitItem = (hit) => {
+      const key = hit.thread_id ? `${hit.chat_id}/${hit.thread_id}` : hit.chat_id;
+      const info = st.laneInfo(key);
+      return h('li', null, h('button', { type: 'button', class: 'result', 'data-message-id': hit.message_id, onclick: () => close(hit) },
+        avatar(info.channel || { name: info.title }, 'sm'),
+        h('span', { class: 'result-body' },
+          h('span', { class: 'result-head' }, h('strong', null, info.title), h('time', null, fmtTime(hit.ts))),
+          h('span', { class: 'result-snippet' }, hit.role === 'user' ? 'You: ' : '', ...highlight(hit.snippet || '', cur.q)))));
+    };
+    const render = (added) => {
+      status.textContent = statusText();
+      results.querySelector('.more-row')?.remove();
+      if (added) results.append(...added.map(hitItem)); else results.replaceChildren(...cur.hits.map(hitItem));
+      if (cur.more) {
+        results.append(h('li', { class: 'more-row' }, h('button', { type: 'button', class: 'btn small more-results', onclick: () => more() }, 'Show more')));
+      }
+    };
+    const serverPage = async (q, chatScope, before) => {
+      if (st.conn.state !== 'online' || st.caps.search === false) throw Object.assign(new Error('local'), { code: 'local' });
+      const payload = { query: q, scope: chatScope ? 'chat' : 'all', limit: SEARCH_PAGE };
+      if (before) payload.before_message_id = before;
+      if (chatScope) { const l = splitLane(lane); payload.chat_id = l.chat_id; if (l.thread_id) payload.thread_id = l.thread_id; }
+      const p = (await st.conn.request('search', {}, payload)).payload || {};
+      // A gateway that does not page says nothing of more: its one page is all.
+      return { hits: p.hits || [], more: p.has_more === true, total: typeof p.total === 'number' ? p.total : null };
+    };
     const run = debounce(async () => {
       const q = input.value.trim();
       const mine = ++seq;
-      if (!q) { results.replaceChildren(); status.textContent = ''; return; }
-      const chatScope = one.checked && lane;
+      if (!q) { results.replaceChildren(); status.textContent = ''; cur = null; return; }
+      const chatScope = !!(one.checked && lane);
       status.textContent = 'Searching…';
-      let hits, local = false;
+      let next;
       try {
-        if (st.conn.state !== 'online' || st.caps.search === false) throw Object.assign(new Error('local'), { code: 'local' });
-        const payload = { query: q, scope: chatScope ? 'chat' : 'all', limit: 50 };
-        if (chatScope) { const l = splitLane(lane); payload.chat_id = l.chat_id; if (l.thread_id) payload.thread_id = l.thread_id; }
-        const f = await st.conn.request('search', {}, payload);
-        hits = (f.payload && f.payload.hits) || [];
+        next = { q, chatScope, local: false, ...(await serverPage(q, chatScope)) };
       } catch (e) {
-        hits = await st.searchLocal(q, chatScope ? lane : null);
-        local = true;
+        const all = await st.searchLocal(q, chatScope ? lane : null);
+        next = { q, chatScope, local: true, all, hits: all.slice(0, SEARCH_PAGE), total: all.length, more: all.length > SEARCH_PAGE };
       }
       if (mine !== seq) return;
-      status.textContent = `${hits.length ? hits.length : 'No'} result${hits.length === 1 ? '' : 's'}${local ? ' from messages saved on this device' : ''}.`;
-      results.replaceChildren(...hits.map((hit) => {
-        const key = hit.thread_id ? `${hit.chat_id}/${hit.thread_id}` : hit.chat_id;
-        const info = st.laneInfo(key);
-        return h('li', null, h('button', { type: 'button', class: 'result', 'data-message-id': hit.message_id, onclick: () => close(hit) },
-          avatar(info.channel || { name: info.title }, 'sm'),
-          h('span', { class: 'result-body' },
-            h('span', { class: 'result-head' }, h('strong', null, info.title), h('time', null, fmtTime(hit.ts))),
-            h('span', { class: 'result-snippet' }, hit.role === 'user' ? 'You: ' : '', ...highlight(hit.snippet || '', q)))));
-      }));
+      cur = next;
+      render();
     }, 200);
+    const more = async () => {
+      const c = cur;
+      if (!c || !c.more || c.loading) return;
+      c.loading = true;
+      const btn = results.querySelector('.more-results');
+      if (btn) { btn.disabled = true; btn.textContent = 'Loading…'; }
+      let added;
+      try {
+        if (c.local) {
+          added = c.all.slice(c.hits.length, c.hits.length + SEARCH_PAGE);
+          c.more = c.hits.length + added.length < c.all.length;
+        } else {
+          const p = await serverPage(c.q, c.chatScope, c.hits[c.hits.length - 1].message_id);
+          const seen = new Set(c.hits.map((x) => x.message_id));
+          added = p.hits.filter((x) => !seen.has(x.message_id));
+          c.more = p.more && added.length > 0;
+        }
+      } catch (e) {
+        c.loading = false;
+        if (btn) { btn.disabled = false; btn.textContent = 'Show more'; }
+        this.toast({ title: 'No more results', body: this.explain(e) });
+        return;
+      }
+      c.loading = false;
+      if (c !== cur) return;
+      c.hits.push(...added);
+      render(added);
+    };
     let close;
     input.addEventListener('input', run);
     all.addEventListener('change', run);

@@ -49,6 +49,7 @@ const ICONS = {
   copy: 'M8 8h11v11H8zM5 16V5h11',
   trash: 'M5 7h14M10 7V4h4v3M7 7l1 13h8l1-13',
   clock: 'M12 3a9 9 0 1 0 0 18a9 9 0 0 0 0-18zM12 7v5l3 2',
+  script: 'M4 5h16v14H4zM7 9l3 3-3 3M12 15h5',
 };
 
 /** icon returns an inline SVG icon, hidden from assistive technology. */
@@ -157,4 +158,24 @@ export function mediaKind(mime) {
 export function announce(text) {
   const r = document.getElementById('announcer');
   if (r) { r.textContent = ''; setTimeout(() => { r.textContent = text; }, 30); }
+}
+
+/** originOf says who wrote a message: the person, the agent, the gateway
+ * (system), a cron job (its model is "cron: <job>") or a script's delivery
+ * (model "delivery"). History lists the last two as assistant messages, so
+ * the model is what tells them apart; live they also come as role cron. */
+export function originOf(role, model) {
+  const m = typeof model === 'string' ? model : '';
+  if (role === 'user') return { origin: 'user' };
+  if (role === 'system') return { origin: 'system' };
+  if (m.startsWith('cron: ')) return { origin: 'cron', source: m.slice(6) };
+  if (m === 'delivery' || role === 'cron') return { origin: 'delivery' };
+  return { origin: 'agent' };
+}
+
+/** msgFields are what an item keeps of a message payload. */
+export function msgFields(p) {
+  const o = { id: p.message_id, role: p.role, text: p.text ?? '', ts: p.ts, ...originOf(p.role, p.model) };
+  for (const k of ['reasoning', 'media', 'reply_to', 'model', 'tokens', 'runtime']) if (p[k] !== undefined) o[k] = p[k];
+  return o;
 }

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/irisgate/irisgate/sandbox"
+	"github.com/irisgate/irisgate/server"
+)
+
+// SandboxFlags set the walls around the agent's tools.
+type SandboxFlags struct {
+	Sandbox string   `help:"Walls around the terminal tool's commands: auto (the strongest this kernel offers), landlock (Landlock and seccomp without namespaces) or off (every command that is not read-only asks)." default:"auto" enum:"auto,landlock,off" env:"IRISGATE_SANDBOX" group:"Agent"`
+	ToolEnv []string `help:"Names of environment variables the tools get besides PATH, HOME, LANG and TERM (nothing else of the gateway's environment reaches them)." env:"IRISGATE_TOOL_ENV" group:"Agent"`
+
+	// What the tools never see, set by serve: the data directory (but its
+	// media, whose files the agent is told to open) and the config file.
+	dataDir, configFile string
+}
+
+// sandbox builds the tools' sandbox and says at start-up which wall holds.
+func (f *SandboxFlags) sandbox(log *slog.Logger) (*sandbox.Sandbox, error) {
+	want, err := sandbox.ParseWall(f.Sandbox)
+	if err != nil {
+		return nil, fmt.Errorf("--sandbox: %w", err)
+	}
+	cfg := sandbox.Config{Env: f.ToolEnv, Want: want}
+	if f.dataDir != "" {
+		cfg.Hide = append(cfg.Hide, f.dataDir)
+		cfg.Expose = append(cfg.Expose, filepath.Join(f.dataDir, server.MediaDir))
+	}
+	if f.configFile != "" {
+		cfg.Hide = append(cfg.Hide, f.configFile)
+	}
+	sb, err := sandbox.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Wall() == sandbox.None {
+		log.Warn("tool sandbox: none", "detail", sb.Describe())
+	} else {
+		log.Info("tool sandbox: "+sb.Wall().String(), "detail", sb.Describe())
+	}
+	return sb, nil
+}
