@@ -20,6 +20,7 @@ import (
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/datadir"
+	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/store"
@@ -132,7 +133,7 @@ func Open(cfg AppConfig) (*App, error) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	m := gateway.NewMetrics(reg)
 	backends, vapid, err := cfg.Push.backends(cfg.DataDir)
 	if err != nil {
@@ -222,4 +223,14 @@ func (a *App) Close(ctx context.Context) error {
 		a.lock.Release()
 	})
 	return err
+}
+
+// buildInfo is irisgate_build_info{version,go} 1, the usual way to put a
+// version on a dashboard.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "irisgate_build_info", Help: "Always 1; the labels say which build of irisgate is running.",
+		ConstLabels: prometheus.Labels{"version": v.String(), "go": v.Go},
+	}, func() float64 { return 1 })
 }

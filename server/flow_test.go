@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/server"
 )
 
@@ -243,11 +245,12 @@ func TestHealthz(t *testing.T) {
 		Connections int    `json:"connections"`
 		OutboxHead  int64  `json:"outbox_head"`
 		Agent       string `json:"agent"`
+		Version     string `json:"version"`
 	}
 	if err := json.Unmarshal(body, &h); err != nil {
 		t.Fatal(err)
 	}
-	if h.Status != "ok" || h.Connections != 1 || h.OutboxHead != 1 || !strings.Contains(h.Agent, "echo") {
+	if h.Status != "ok" || h.Connections != 1 || h.OutboxHead != 1 || !strings.Contains(h.Agent, "echo") || h.Version != version.String() || h.Version == "" {
 		t.Errorf("healthz: %s", body)
 	}
 }
@@ -269,6 +272,7 @@ func TestMetrics(t *testing.T) {
 		"irisgate_outbox_head ",
 		"irisgate_turn_seconds_count 1",
 		"go_goroutines",
+		fmt.Sprintf("irisgate_build_info{go=%q,version=%q} 1", version.Get().Go, version.String()),
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

@@ -26,6 +26,7 @@ import (
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/web"
 	"github.com/irisgate/irisgate/wire/iris"
 	"github.com/irisgate/irisgate/wire/mobile"
@@ -191,7 +192,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"status": "error", "error": err.Error()})
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"status": "ok", "connections": s.gw.Hub().Count(), "outbox_head": head, "agent": s.gw.Agent().Name()})
+	json.NewEncoder(w).Encode(map[string]any{"status": "ok", "connections": s.gw.Hub().Count(), "outbox_head": head, "agent": s.gw.Agent().Name(),
+		"version": version.String()})
 }
 
 // closeErr closes a connection with a WebSocket status.

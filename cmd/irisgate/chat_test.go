@@ -225,15 +225,15 @@ func TestChatChannelsJoinAndLanes(t *testing.T) {
 
 	r.send(":new Work Stuff")
 	chanID := r.expectRE(createdChan)[1]
+	// :new goes to the channel it made, as an app does.
+	r.expect("you are in it now")
+	r.expect("── #Work Stuff ── no messages yet")
 	r.send(":channels")
 	r.expect("Channels")
 	list := r.expect(chanID)
-	if !strings.Contains(list, "2. Work Stuff") {
-		t.Errorf(":channels does not list the new channel second:\n%s", list)
+	if !strings.Contains(list, "*  2. Work Stuff") {
+		t.Errorf(":channels does not list the new channel second, as the current one:\n%s", list)
 	}
-
-	r.send(":join 2")
-	r.expect("── #Work Stuff ── no messages yet")
 	r.send("hello work")
 	m := phone.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "text") == "hello work" })
 	if m.ChatID != chanID || m.ThreadID != "" {
@@ -243,7 +243,6 @@ func TestChatChannelsJoinAndLanes(t *testing.T) {
 
 	r.send(":thread Sub")
 	threadID := r.expectRE(createdThread)[1]
-	r.send(":join " + threadID)
 	r.expect("── #Work Stuff › Sub ── no messages yet")
 	r.send("in the thread")
 	m = phone.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "text") == "in the thread" })
@@ -268,6 +267,8 @@ func TestChatChannelsJoinAndLanes(t *testing.T) {
 	}
 
 	// Joining by name shows that lane's history.
+	r.send(":join 2")
+	r.expect("── #Work Stuff · last 2 message(s) ──")
 	r.send(":join default")
 	r.expect("── #Default · last 2 message(s) ──")
 	r.expect("you › ping from the phone")

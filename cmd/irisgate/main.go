@@ -27,6 +27,7 @@ type CLI struct {
 
 	Serve    ServeCmd    `cmd:"" help:"Run the gateway."`
 	Token    TokenCmd    `cmd:"" help:"Manage device tokens."`
+	Pair     PairCmd     `cmd:"" help:"Make a token for a new device and print the link (and QR code) that pairs it."`
 	Channels ChannelsCmd `cmd:"" help:"List the channels (ids, names, kinds), for send --to and cron --to."`
 	Send     SendCmd     `cmd:"" help:"Post a message into a channel through the running gateway."`
 	Cron     CronCmd     `cmd:"" help:"Manage scheduled jobs."`

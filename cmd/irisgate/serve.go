@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/wire/mobile"
@@ -33,6 +34,7 @@ type ServeCmd struct {
 	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
 	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
 	TrustFlags
+	PublicURL string `help:"The web app's address as devices reach it, when that is not this machine's (behind a reverse proxy: https://iris.example.com/); pairing links use it." env:"IRISGATE_PUBLIC_URL"`
 	AgentFlags
 	PushFlags
 	MobileFlags
@@ -59,8 +61,19 @@ type MobileFlags struct {
 func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
 	c.dataDir, c.configFile = c.Data, string(cli.Config)
+	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
+		return err
+	}
+	// Checked before the data is opened: a first start's token is shown
+	// once, so nothing may fail between making it and showing it.
+	where, err := machineReach(ln.Addr().String(), c.PublicURL)
+	if err != nil {
+		ln.Close()
 		return err
 	}
 	proxies, err := server.ParseTrustedProxies(c.TrustedProxies)
@@ -87,19 +100,15 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	} else {
 		defer unregister()
 	}
-	url := wsURL(ln.Addr())
-	log.Info("irisgate listening", "ws", url, "data", c.Data, "agent", app.GW.Agent().Name())
-	if app.FirstToken != "" {
-		fmt.Fprintf(os.Stderr, "\nFirst start: a device token was created. It is shown only this once:\n\n    %s\n\n"+
-			"Connect a device to %s with it, or try:  irisgate chat --url %s --token %s\n"+
-			"More tokens: irisgate token create --data %s\n\n", app.FirstToken, url, url, app.FirstToken, c.Data)
+	log.Info("irisgate listening", "ws", wsURL(ln.Addr()), "data", c.Data, "agent", app.GW.Agent().Name(), "version", version.String())
+	if why := weakToken(c.Token); c.Token != "" && why != "" {
+		log.Warn("the fixed token (--token / IRISGATE_TOKEN) is weak: "+why+"; anyone who reaches the port can guess it. "+
+			"Use a long random one (openssl rand -hex 32), or none and pair devices with their own tokens", "command", cliName()+" pair")
 	}
+	c.showBanner(log, where, app.FirstToken)
 	served := make(chan error, 1)
 	go func() { served <- app.Serve(ln) }()
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	select {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
@@ -146,3 +155,17 @@ func newLogger(format, level string) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
+
+// showBanner tells the person where to point their devices: on stderr as
+// text, or as log records when the log is JSON.
+func (c *ServeCmd) showBanner(log *slog.Logger, r reach, firstToken string) {
+	b := banner{Reach: r, Version: version.String(), CLI: cliName(), Token: firstToken, FixedToken: c.Token != "",
+		Color: colorTerminal(os.Stderr)}
+	if def, err := filepath.Abs(defaultData); err != nil || filepath.Clean(c.Data) != def {
+		b.Data = c.Data
+	}
+	b.show(os.Stderr, log, c.LogFormat == "json")
+}
+
+// defaultData is --data's default.
+const defaultData = "./irisgate-data"

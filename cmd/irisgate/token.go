@@ -47,19 +47,26 @@ type TokenCreateCmd struct {
 
 // Run implements the command.
 func (c *TokenCreateCmd) Run(o *cliIO) error {
-	ctx := context.Background()
-	ac, err := c.connect(ctx, true)
+	t, place, err := createToken(context.Background(), c.dataFlag, c.Name, c.Device)
 	if err != nil {
 		return err
 	}
-	defer ac.Close()
-	t, err := ac.CreateToken(ctx, c.Name, c.Device)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Err, "created %s %s; the token (shown only now):\n", t.ID, where(ac))
+	fmt.Fprintf(o.Err, "created %s %s; the token (shown only now):\n", t.ID, place)
 	fmt.Fprintln(o.Out, t.Value)
 	return nil
+}
+
+// createToken makes a device token on the gateway d names (through its
+// admin socket, or in its data directory when none runs) and says where.
+// token create and pair both call it.
+func createToken(ctx context.Context, d dataFlag, name, device string) (admin.NewToken, string, error) {
+	ac, err := d.connect(ctx, true)
+	if err != nil {
+		return admin.NewToken{}, "", err
+	}
+	defer ac.Close()
+	t, err := ac.CreateToken(ctx, name, device)
+	return t, where(ac), err
 }
 
 // TokenListCmd lists tokens.

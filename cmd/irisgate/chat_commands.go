@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/client"
+)
+
+// Commands.
+
+func (s *chatSession) request(ctx context.Context, typ string, lane client.Lane, payload any) (client.Frame, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	f, err := s.cl.Request(rctx, typ, lane, payload)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.mu.Lock()
+		online := s.connected
+		s.mu.Unlock()
+		if !online {
+			return f, errors.New("still offline after " + requestTimeout.String())
+		}
+		return f, errors.New("the gateway did not answer within " + requestTimeout.String())
+	}
+	return f, err
+}
+
+// fail reports a command that failed, unless the chat is ending anyway.
+func (s *chatSession) fail(what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	s.printf("! %s: %s", what, connError(err))
+}
+
+func (s *chatSession) currentLane() client.Lane {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lane
+}
+
+const chatHelp = `A line you type goes to the agent (slash commands like /model too).
+The chat's own commands start with a colon:
+  :channels          list channels and threads, numbered
+  :join N|ID|NAME    switch to channel or thread N of the list (or by id or name)
+  :new NAME          create a channel and go there
+  :thread NAME       create a thread in the current channel and go there
+  :history           show older messages of this conversation
+  :stop              stop the agent's running turn
+  :steer TEXT        redirect the running turn without starting a new one
+  :quit              leave (Ctrl-D or Ctrl-C on the prompt too)
+  ::text             send a line that itself starts with a colon
+On a terminal: ←/→, Home/End, Ctrl-A/E/K/U/W edit the line, ↑/↓ recall lines
+(kept across runs; a line typed with a leading space is not kept).`
+
+// command handles one line typed by the person; it reports :quit.
+func (s *chatSession) command(ctx context.Context, line string) (quit bool) {
+	if strings.TrimSpace(line) == "" {
+		return false
+	}
+	if strings.HasPrefix(line, "::") {
+		s.send(ctx, line[1:])
+		return false
+	}
+	if r, _ := utf8.DecodeRuneInString(line[min(1, len(line)):]); line[0] != ':' || !unicode.IsLetter(r) {
+		s.send(ctx, line) // ":)" and the like are messages
+		return false
+	}
+	name, arg, _ := strings.Cut(line[1:], " ")
+	arg = strings.TrimSpace(arg)
+	switch strings.ToLower(name) {
+	case "quit", "q", "exit":
+		return true
+	case "help", "h":
+		s.printf("%s", chatHelp)
+	case "channels", "c", "ls":
+		s.channels(ctx)
+	case "join", "j":
+		if arg == "" {
+			s.printf("usage: :join N, :join CHAT_ID or :join NAME")
+			return false
+		}
+		s.join(ctx, arg)
+	case "new":
+		s.create(ctx, arg, false)
+	case "thread":
+		s.create(ctx, arg, true)
+	case "history":
+		lane := s.currentLane()
+		s.mu.Lock()
+		before, more := s.oldest[lane], s.more[lane]
+		s.mu.Unlock()
+		if before == "" || !more {
+			s.printf("%s", s.dim("(no older messages)"))
+			return false
+		}
+		s.showHistory(ctx, lane, before)
+	case "stop":
+		lane := s.currentLane()
+		if _, err := s.request(ctx, "agent.stop", lane, nil); err != nil {
+			s.fail("could not stop", err)
+			return false
+		}
+		s.printf("%s", s.dim("■ stopped; the agent is idle"))
+	case "steer":
+		if arg == "" {
+			s.printf("usage: :steer TEXT")
+			return false
+		}
+		s.mu.Lock()
+		lane, busy := s.lane, s.busy[s.lane]
+		s.mu.Unlock()
+		f, err := s.request(ctx, "agent.steer", lane, map[string]any{"text": arg})
+		if err != nil {
+			s.fail("could not steer", err)
+			return false
+		}
+		s.markSeen(f)
+		if busy {
+			s.printf("%s", s.dim("↪ steering: "+oneLine(arg, 80)))
+		} else {
+			s.printf("%s", s.dim("(nothing was running: sent as a message)"))
+		}
+	default:
+		s.printf("unknown command :%s (type :help; to send a line starting with a colon, type ::)", name)
+	}
+	return false
+}
+
+func (s *chatSession) markSeen(f client.Frame) {
+	var m msgInfo
+	if f.Decode(&m) == nil && m.MessageID != "" {
+		s.mu.Lock()
+		s.seen[m.MessageID] = true
+		s.mu.Unlock()
+	}
+}
+
+// send sends text to the current lane.
+func (s *chatSession) send(ctx context.Context, text string) {
+	s.mu.Lock()
+	lane, online, busy := s.lane, s.connected, s.busy[s.lane]
+	if !online {
+		s.println(s.dim("(offline: it is sent if the connection is back within " + requestTimeout.String() + ")"))
+	} else if busy {
+		s.println(s.dim("(the agent is still busy here: this runs next; :steer redirects the running turn, :stop ends it)"))
+	}
+	s.mu.Unlock()
+	f, err := s.request(ctx, "message.send", lane, map[string]any{"text": text})
+	if err != nil {
+		s.fail("not sent", err)
+		return
+	}
+	s.markSeen(f)
+}
+
+// refreshDir reloads the channel directory from the gateway.
+func (s *chatSession) refreshDir(ctx context.Context) error {
+	f, err := s.request(ctx, "channel.list", client.Lane{}, nil)
+	if err != nil {
+		return err
+	}
+	var p struct {
+		Channels []json.RawMessage `json:"channels"`
+	}
+	if err := f.Decode(&p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dir = decodeChannels(p.Channels)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *chatSession) channels(ctx context.Context) {
+	err := s.refreshDir(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.println(fmt.Sprintf("! could not list channels (%v); as last known:", err))
+	}
+	s.printChannels()
+}
+
+func (s *chatSession) join(ctx context.Context, arg string) {
+	s.mu.Lock()
+	e, err := s.resolve(arg)
+	s.mu.Unlock()
+	if _, nerr := strconv.Atoi(arg); err != nil && nerr != nil && s.refreshDir(ctx) == nil {
+		// An id or name: the directory may have changed since.
+		s.mu.Lock()
+		e, err = s.resolve(arg)
+		s.mu.Unlock()
+	}
+	if err != nil {
+		s.printf("! %v", err)
+		return
+	}
+	s.goTo(ctx, e)
+}
+
+// create makes a channel, or a thread in the current channel, and goes
+// there, as an app does.
+func (s *chatSession) create(ctx context.Context, name string, thread bool) {
+	what := "channel"
+	if thread {
+		what = "thread"
+	}
+	if name == "" {
+		s.printf("usage: :%s NAME", map[bool]string{false: "new", true: "thread"}[thread])
+		return
+	}
+	p := map[string]any{"name": name, "kind": "channel"}
+	s.mu.Lock()
+	parent := s.lane.ChatID
+	parentName := s.laneName(client.Lane{ChatID: parent})
+	s.mu.Unlock()
+	if thread {
+		p["kind"], p["parent_chat_id"] = "thread", parent
+	}
+	f, err := s.request(ctx, "channel.create", client.Lane{}, p)
+	if err != nil {
+		s.fail("could not create the "+what, err)
+		return
+	}
+	var e chanEntry
+	if f.Decode(&e); e.ChatID == "" {
+		s.printf("! the gateway answered channel.create without a chat_id")
+		return
+	}
+	s.mu.Lock()
+	s.upsert(e)
+	where := ""
+	if thread {
+		where = " in " + parentName
+	}
+	s.println(fmt.Sprintf("created %s %q%s (%s); you are in it now", what, e.Name, where, e.ChatID))
+	s.mu.Unlock()
+	s.goTo(ctx, e)
+}
+
+// goTo makes e the current lane and shows its latest messages.
+func (s *chatSession) goTo(ctx context.Context, e chanEntry) {
+	s.mu.Lock()
+	s.endStream()
+	s.lane = e.lane()
+	s.quiet++
+	s.mu.Unlock()
+	s.showHistory(ctx, e.lane(), "")
+}
+
+// showHistory prints a page of a lane's messages: the newest page, or the
+// one before the message before.
+func (s *chatSession) showHistory(ctx context.Context, lane client.Lane, before string) {
+	p := map[string]any{"limit": historyPage}
+	if before != "" {
+		p["before_message_id"] = before
+	}
+	f, err := s.request(ctx, "history", lane, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := s.laneName(lane)
+	if err != nil {
+		s.println(fmt.Sprintf("── %s ── (could not load its history: %v)", name, err))
+		return
+	}
+	var h historyInfo
+	f.Decode(&h)
+	msgs := s.withNotes(lane, h, before != "")
+	switch {
+	case before != "":
+		s.println(s.bold(fmt.Sprintf("── %s · %d older message(s) ──", name, len(msgs))))
+	case len(msgs) == 0:
+		s.println(s.bold("── "+name+" ──") + s.dim(" no messages yet"))
+	default:
+		s.println(s.bold(fmt.Sprintf("── %s · last %d message(s) ──", name, len(msgs))))
+	}
+	for _, m := range msgs {
+		s.shown[m.MessageID] = m.Text
+		s.printMessage(m, true)
+	}
+	if len(h.Messages) > 0 {
+		s.oldest[lane] = h.OldestMessageID
+		if s.oldest[lane] == "" {
+			s.oldest[lane] = h.Messages[0].MessageID
+		}
+	}
+	s.more[lane] = h.HasMore
+	switch {
+	case before != "" && h.HasMore:
+		s.println(s.dim("── end of the older page; :history shows more ──"))
+	case before != "":
+		s.println(s.dim("── that was the beginning of " + name + " ──"))
+	case h.HasMore:
+		s.println(s.dim("   (:history shows older messages)"))
+	}
+}
+
+// maxNotes is how many of the gateway's own messages the chat keeps per
+// lane to show in history pages.
+const maxNotes = 200
+
+// note keeps a message from the gateway itself (a command's reply, a
+// failed turn): the gateway keeps those out of history, which holds the
+// conversation, so the chat puts the ones it saw back into the pages it
+// shows, where the command that asked for them is.
+func (s *chatSession) note(lane client.Lane, m msgInfo) {
+	ns := s.notes[lane]
+	for _, n := range ns {
+		if n.MessageID == m.MessageID {
+			return
+		}
+	}
+	if len(ns) >= maxNotes {
+		ns = ns[1:]
+	}
+	s.notes[lane] = append(ns, m)
+}
+
+// withNotes is a history page with the notes of its time put in, by
+// timestamp. A page covers from its first message (from the beginning
+// when it is the last page) up to where the page shown before it began
+// (to now for the newest).
+func (s *chatSession) withNotes(lane client.Lane, h historyInfo, older bool) []msgInfo {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if h.HasMore && len(h.Messages) > 0 {
+		lo = h.Messages[0].TS
+	}
+	if from, ok := s.shownFrom[lane]; ok && older {
+		hi = from
+	}
+	s.shownFrom[lane] = lo
+	in := make(map[string]bool, len(h.Messages))
+	for _, m := range h.Messages {
+		in[m.MessageID] = true
+	}
+	var notes []msgInfo
+	for _, n := range s.notes[lane] {
+		if n.TS >= lo && n.TS < hi && !in[n.MessageID] {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) == 0 {
+		return h.Messages
+	}
+	out := append(append([]msgInfo(nil), h.Messages...), notes...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].TS < out[j].TS })
+	return out
+}
