@@ -85,7 +85,7 @@ type Server struct {
 	wg     sync.WaitGroup // connection handlers
 
 	mu      sync.Mutex
-	socks   map[*websocket.Conn]struct{}
+	socks   map[*websocket.Conn]*prober
 	waiting map[*websocket.Conn]*helloWait // sockets that have not said hello yet
 	down    bool
 }
@@ -99,11 +99,11 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
-		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait),
+		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*websocket.Conn]*helloWait),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
-			{name: "iris", limit: cfg.MaxFrame, tooBig: tooBigFrame(cfg.MaxFrame),
+			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame),
 				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
 		}}
 }
@@ -132,19 +132,13 @@ func (s *Server) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		socks := make([]*websocket.Conn, 0, len(s.socks))
-		for c := range s.socks {
-			socks = append(socks, c)
+		socks := make([]*prober, 0, len(s.socks))
+		for _, p := range s.socks {
+			socks = append(socks, p)
 		}
 		s.mu.Unlock()
-		for _, c := range socks {
-			go func() {
-				pctx, cancel := context.WithTimeout(ctx, s.cfg.PingInterval)
-				defer cancel()
-				if err := c.Ping(pctx); err != nil && ctx.Err() == nil {
-					c.CloseNow() // dead peer: the read loop ends and cleans up
-				}
-			}()
+		for _, p := range socks {
+			p.ping() // a peer that does not answer within the interval is closed
 		}
 	}
 }
@@ -207,14 +201,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// Any origin may connect: every connection must present a token in its
 	// first frame, so a foreign page gains nothing it could not do anyway.
 	hw := &hijackWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
-	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	pr := &prober{s: s}
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, OnPongReceived: pr.pong})
 	if err != nil {
 		s.wg.Done()
 		return
 	}
+	pr.ws = c
 	c.SetReadLimit(-1) // enforced per frame in readFrame, with an error frame
 	s.mu.Lock()
-	s.socks[c] = struct{}{}
+	s.socks[c] = pr
 	s.mu.Unlock()
 	sess, d, ok := s.hello(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
 	if !ok {
@@ -226,13 +222,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// state for the upgrade request are freed while the device idles.
 	go func() {
 		defer s.closed(c)
-		s.serve(c, hw.conn, sess, d)
+		s.serve(c, hw.conn, pr, sess, d)
 	}()
 }
 
 // closed forgets a connection's socket once its handling is over.
 func (s *Server) closed(c *websocket.Conn) {
 	s.mu.Lock()
+	if p := s.socks[c]; p != nil {
+		p.end()
+	}
 	delete(s.socks, c)
 	s.mu.Unlock()
 	c.CloseNow()
@@ -268,8 +267,9 @@ type session interface {
 // dialect is what the read loop needs to know of the connection's
 // dialect besides its session.
 type dialect struct {
-	name  string // metrics label
-	limit int64  // largest frame accepted
+	name   string // metrics label
+	limit  int64  // largest frame accepted
+	proofs bool   // outbox frames are proven (for sync): Iris; Hermes Mobile has no replay
 	// tooBig is the error frame and close for a frame over limit.
 	tooBig    []byte
 	tooBigErr *closeErr
@@ -355,9 +355,12 @@ func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
 
 // serve is a connection's read loop after its hello; writers are started
 // by the connection's queue when frames wait.
-func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dialect) {
+func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess session, d dialect) {
 	ctx := s.base
 	conn := sess.Conn()
+	if d.proofs {
+		pr.attach(conn)
+	}
 	s.mu.Lock()
 	if s.down {
 		// Shutdown may have closed the live connections before this one
@@ -368,6 +371,9 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 	s.m.FramesIn.WithLabelValues(d.name, "hello").Inc()
 	writerDone := make(chan struct{})
 	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.name), done: writerDone}
+	if d.proofs {
+		w.prober = pr
+	}
 	conn.Drive(w.drain)
 
 	for {
@@ -379,10 +385,10 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 			}
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
-			// does), so frames written before it stay unproven.
+			// does), so frames written before it stay unproven. Nor does
+			// any other frame: see prober.
 			break
 		}
-		conn.Read()
 		if typ == websocket.MessageBinary {
 			s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
 			s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
@@ -484,6 +490,9 @@ type writer struct {
 	conn *hub.Conn
 	out  prometheus.Counter
 	done chan struct{} // closed once the socket is closed
+	// prober, when set, is pinged after a batch that carried outbox
+	// frames: its answer proves them.
+	prober *prober
 }
 
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
@@ -494,7 +503,6 @@ func (w *writer) drain() {
 		if p := recover(); p != nil {
 			w.s.log.Error("panic in writer", "device", w.conn.DeviceID, "panic", fmt.Sprint(p))
 			w.c.CloseNow()
-			w.conn.Wrote(nil) // a sync waiting on the batch goes on
 			w.conn.Close(errors.New("writer failed"))
 			if !finished {
 				close(w.done)
@@ -532,7 +540,6 @@ func (w *writer) drain() {
 // frames count as written (for proofs of delivery) only once they have
 // left the cork, never while they wait in it.
 func (w *writer) write(buf []hub.Out) error {
-	w.conn.Writing()
 	w.sock.cork()
 	var err error
 	for _, o := range buf {
@@ -548,10 +555,11 @@ func (w *writer) write(buf []hub.Out) error {
 		err = uerr
 	}
 	if err != nil {
-		w.conn.Wrote(nil)
 		return err
 	}
-	w.conn.Wrote(buf)
+	if w.prober != nil && w.conn.Wrote(buf) {
+		w.prober.ping()
+	}
 	w.out.Add(float64(len(buf)))
 	return nil
 }
