@@ -111,6 +111,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 
 	text := []byte(`{"text":"` + textOf("durable frame benchmark", 120) + `"}`)
 	before := g.head(ctx)
+	pings := g.pings()
 	o.progress("durable: sending for %v", o.DurableDuration)
 	start := time.Now()
 	stopAt := start.Add(o.DurableDuration)
@@ -179,6 +180,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 		d.mu.Unlock()
 	}
 	after := g.head(ctx)
+	pings = g.pings() - pings
 	frames := after - before
 	span := end.Sub(start)
 	slices.Sort(lat)
@@ -227,6 +229,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 	r.fig("message.send completed", fmt.Sprintf("%s (%s)", commas(int64(sends)), perSec(rate(int64(sends), span))), "", nil)
 	r.fig("echo (reply) latency p50 / p99", ms(pct(lat, 0.5))+" / "+ms(pct(lat, 0.99)), "", nil)
 	r.fig("frames delivered to devices", fmt.Sprintf("%s (%s)", commas(delivered.Load()), perSec(rate(delivered.Load(), span))), "", nil)
+	r.fig("WebSocket pings (proofs of delivery)", fmt.Sprintf("%s (%s, %.4f per frame delivered)", commas(pings), perSec(rate(pings, span)), float64(pings)/float64(max(delivered.Load(), 1))), "", nil)
 	r.check("request errors", fmt.Sprint(errs), "0", errs == 0)
 	if err != nil {
 		r.note("core-only phase failed: %v", err)

@@ -56,6 +56,8 @@ type App struct {
 	Push  *push.Pusher
 	Cron  *cron.Scheduler
 	Media *media.Store
+	// Metrics are the gateway's Prometheus series (benchmarks read them).
+	Metrics *gateway.Metrics
 	// FirstToken is set when Open minted the first device token because
 	// none existed; it is shown once.
 	FirstToken string
@@ -105,6 +107,7 @@ func Open(cfg AppConfig) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := gateway.NewMetrics(reg)
+	a.Metrics = m
 	backends, vapid, err := cfg.Push.backends(cfg.DataDir)
 	if err != nil {
 		st.Close()
