@@ -286,7 +286,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 }
 
 // ReadReceipt records that a person saw a message on one device and tells
-// the others.
+// the others; a request with an id is answered with the receipt.
 func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, messageID string) error {
 	if messageID == "" {
 		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
@@ -296,8 +296,16 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	}
 	dev := from.deviceID()
 	now := time.Now().UnixMilli()
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
-		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev})
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
+		return err
+	}
+	// The other devices get the receipt; the sender's request, when it
+	// carries an id, gets its one reply: the same receipt, with the id.
+	if from.Conn != nil && from.ReqID != 0 {
+		from.Conn.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, TS: now}, from.ReqID)
+	}
+	return nil
 }
 
 // History limits.

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,9 +102,9 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
 		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*websocket.Conn]*helloWait),
 		dialects: [2]dialect{
-			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
+			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame), badText: mobile.BadTextFrame,
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
-			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame),
+			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame), badText: badTextFrame,
 				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
 		}}
 }
@@ -273,6 +274,7 @@ type dialect struct {
 	// tooBig is the error frame and close for a frame over limit.
 	tooBig    []byte
 	tooBigErr *closeErr
+	badText   []byte // the error frame for a text frame that is not UTF-8 (closed with 1007)
 }
 
 // fatalFrame reads a dialect's fatal error: the error frame to send and
@@ -344,6 +346,10 @@ func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
 		if errors.Is(err, errTooBig) {
 			c.Close(websocket.StatusMessageTooBig, "hello too large")
 		}
+		if errors.Is(err, errBadText) {
+			s.writeRaw(c, badHelloFrame)
+			c.Close(websocket.StatusInvalidFramePayloadData, badTextReason)
+		}
 		return nil, dialect{}, false
 	}
 	if typ != websocket.MessageText {
@@ -382,6 +388,10 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})
 				conn.Close(d.tooBigErr)
+			}
+			if errors.Is(err, errBadText) {
+				conn.Send(hub.Out{Data: d.badText})
+				conn.Close(&closeErr{websocket.StatusInvalidFramePayloadData, badTextReason})
 			}
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
@@ -585,10 +595,15 @@ func (s *Server) writeRaw(c *websocket.Conn, data []byte) {
 	c.Write(ctx, websocket.MessageText, data)
 }
 
-var errTooBig = errors.New("frame too large")
+var (
+	errTooBig  = errors.New("frame too large")
+	errBadText = errors.New("text frame is not valid UTF-8")
+)
 
 // readFrame reads one message, refusing it once it passes limit bytes:
-// memory grows with the bytes that arrive, never beyond the limit.
+// memory grows with the bytes that arrive, never beyond the limit. A text
+// frame must be UTF-8 (RFC 6455 §8.1): JSON decoding would otherwise turn
+// the bad bytes into U+FFFD and store what the device never wrote.
 func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.MessageType, []byte, error) {
 	typ, r, err := c.Reader(ctx)
 	if err != nil {
@@ -601,6 +616,9 @@ func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.M
 	}
 	if n > limit {
 		return 0, nil, errTooBig
+	}
+	if typ == websocket.MessageText && !utf8.Valid(b.Bytes()) {
+		return 0, nil, errBadText
 	}
 	return typ, b.Bytes(), nil
 }
@@ -622,7 +640,14 @@ var (
 	helloTimeoutFrame = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"no hello within the timeout"},` +
 		`"t":"error","code":"auth_required","message":"no hello within the timeout","fatal":true}`)
 	internalErrorFrame = []byte(`{"v":1,"type":"error","payload":{"code":"internal","message":"internal error"}}`)
+	badTextFrame       = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"text frame is not valid UTF-8"}}`)
+	// badHelloFrame is badTextFrame before the dialect is known, an error
+	// frame of both (as helloTimeoutFrame).
+	badHelloFrame = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"text frame is not valid UTF-8"},` +
+		`"t":"error","code":"bad_frame","message":"text frame is not valid UTF-8","fatal":true}`)
 )
+
+const badTextReason = "text frame is not valid UTF-8"
 
 func tooBigFrame(limit int64) []byte {
 	return []byte(fmt.Sprintf(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"frame larger than %d bytes"}}`, limit))

@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/internal/testgw"
+)
+
+// Tests of the bounds on what one client can make the gateway hold. Each
+// reproduces a flood; the figures (goroutines, memory, a healthy device's
+// latency during it) come from `irisgate bench --scenarios floods`.
+
+// framesIn is how many frames of typ the gateway has handled, as its
+// /metrics says.
+func framesIn(t *testing.T, g *testgw.GW, dialect, typ string) int {
+	t.Helper()
+	return int(metric(t, g, fmt.Sprintf(`irisgate_frames_in_total{dialect=%q,type=%q}`, dialect, typ)))
+}
+
+// metric reads one series of the gateway's /metrics (0 when absent).
+func metric(t *testing.T, g *testgw.GW, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + g.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// waitFramesIn waits until the gateway has handled n frames of typ.
+func waitFramesIn(t *testing.T, g *testgw.GW, dialect, typ string, n int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for framesIn(t, g, dialect, typ) < n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the gateway handled %d %s frames, want %d", framesIn(t, g, dialect, typ), typ, n)
+		}
+	}
+}
+
+// goroutinesIn counts the goroutines whose stack has fn in it.
+func goroutinesIn(fn string) int {
+	var b bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// A flood of sync requests on one connection holds one sync, not one
+// goroutine per request: while a sync runs, another is answered
+// rate_limited at once. Every request gets exactly one reply.
+func TestSyncFloodHoldsOneSync(t *testing.T) {
+	g := testgw.Start(t)
+	b := g.Dial(t, "tablet")
+	// Enough outbox to fill a's socket: its first sync then waits for a
+	// to read, which a does not do until the flood is in.
+	text := strings.Repeat("x", 60<<10)
+	for range 40 {
+		send(t, b, def, text)
+		b.Expect("agent.idle", nil)
+	}
+	a := dialRaw(t, g)
+	a.ws.SetReadLimit(1 << 20)
+	a.writeJSON(helloFrame(testgw.Token, "phone"))
+	if f, _ := a.read(); f.Type != "hello.ack" {
+		t.Fatalf("hello answered with %s", f.Raw)
+	}
+	const flood = 400
+	before := framesIn(t, g, "iris", "sync")
+	for i := range flood {
+		a.writeJSON(map[string]any{"v": 1, "id": 100 + i, "type": "sync", "payload": map[string]any{"cursor": 0}})
+	}
+	waitFramesIn(t, g, "iris", "sync", before+flood)
+	if n := goroutinesIn("wire/iris.(*Session).sync("); n > 1 {
+		t.Fatalf("%d goroutines hold a sync of one connection, want at most 1", n)
+	}
+
+	answers := map[int64][]string{}
+	for len(answers) < flood {
+		f, err := a.read()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(answers), err)
+		}
+		if f.ID >= 100 {
+			kind := f.Type
+			if f.Type == "error" {
+				kind += ":" + testgw.Str(t, f, "code")
+			}
+			answers[f.ID] = append(answers[f.ID], kind)
+		}
+	}
+	done := 0
+	for id, as := range answers {
+		if len(as) != 1 {
+			t.Errorf("sync %d answered %v", id, as)
+		}
+		switch as[0] {
+		case "sync.done":
+			done++
+		case "error:rate_limited":
+		default:
+			t.Errorf("sync %d answered %v", id, as)
+		}
+	}
+	if done != 1 {
+		t.Errorf("%d syncs ran, want the first alone", done)
+	}
+	// Once the sync is done, the next one runs.
+	a.writeJSON(map[string]any{"v": 1, "id": 9, "type": "sync", "payload": map[string]any{"cursor": 0}})
+	for {
+		f, err := a.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.ID == 9 {
+			if f.Type != "sync.done" {
+				t.Fatalf("sync after the flood answered %s", f.Raw)
+			}
+			break
+		}
+	}
+}
+
+// A read.receipt with an id gets exactly one reply (DECISIONS: every
+// request with an id does): the receipt itself, with the id. The other
+// devices get the receipt without it.
+func TestReadReceiptWithIDIsAnswered(t *testing.T) {
+	g := testgw.Start(t)
+	a := g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	msg := send(t, b, def, "read me")
+	b.Expect("agent.idle", nil)
+	a.Expect("agent.idle", nil)
+
+	f := a.MustDo("read.receipt", def, map[string]any{"message_id": msg})
+	if f.Type != "read.receipt" || testgw.Str(t, f, "message_id") != msg || f.ChatID != "default" {
+		t.Fatalf("read.receipt answered with %s", f.Raw)
+	}
+	got := b.Expect("read.receipt", func(f client.Frame) bool { return testgw.Str(t, f, "message_id") == msg })
+	if got.ID != 0 {
+		t.Errorf("the other device's receipt carries an id: %s", got.Raw)
+	}
+	none(t, "phone", barrier(t, a), func(f client.Frame) bool { return f.ID == 0 && f.Type == "read.receipt" })
+
+	// Without an id: no reply (the request asked for none).
+	if err := a.SendRaw(context.Background(), fmt.Appendf(nil, `{"v":1,"type":"read.receipt","chat_id":"default","payload":{"message_id":%q}}`, msg), false); err != nil {
+		t.Fatal(err)
+	}
+	none(t, "phone", barrier(t, a), func(f client.Frame) bool { return f.Type == "read.receipt" })
+}
+
+// A text frame that is not UTF-8 is refused, never stored with U+FFFD in
+// place of the bad bytes: Iris answers error{unsupported} and closes the
+// connection with 1007 (RFC 6455 §8.1).
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	g := testgw.Start(t)
+	a := dialRaw(t, g)
+	a.writeJSON(helloFrame(testgw.Token, "phone"))
+	if f, _ := a.read(); f.Type != "hello.ack" {
+		t.Fatalf("hello answered with %s", f.Raw)
+	}
+	a.write(websocket.MessageText, []byte("{\"v\":1,\"id\":3,\"type\":\"message.send\",\"chat_id\":\"default\",\"payload\":{\"text\":\"caf\xe9 au lait\"}}"))
+	got, st := a.untilClose()
+	var errs []client.Frame
+	for _, f := range got {
+		if f.Type == "error" {
+			errs = append(errs, f)
+		}
+		if f.Type == "message" {
+			t.Errorf("the message was taken: %s", f.Raw)
+		}
+	}
+	if len(errs) != 1 || testgw.Str(t, errs[0], "code") != "unsupported" {
+		t.Fatalf("frames before the close: %s, want one unsupported error", typesOf(got))
+	}
+	if st != websocket.StatusInvalidFramePayloadData {
+		t.Fatalf("close status %v, want 1007", st)
+	}
+	b := g.Dial(t, "tablet")
+	if h, err := history(t, b, def, nil); err != nil || len(h.Messages) != 0 {
+		t.Fatalf("history after the refused frame: %+v, %v", h.Messages, err)
+	}
+
+	// The same for a hello, before the dialect is known.
+	h := dialRaw(t, g)
+	h.write(websocket.MessageText, []byte("{\"v\":1,\"id\":1,\"type\":\"hello\",\"payload\":{\"token\":\"test-token\",\"device_id\":\"ph\xffne\"}}"))
+	got, st = h.untilClose()
+	if len(got) != 1 || got[0].Type != "error" || st != websocket.StatusInvalidFramePayloadData {
+		t.Fatalf("bad hello: %s, close %v", typesOf(got), st)
+	}
+}
+
+// Hermes Mobile: a fatal bad_frame, then 1007.
+func TestInvalidUTF8IsRefusedMobile(t *testing.T) {
+	g := mobileGW(t)
+	p := connectPhone(t, g, "tel-1")
+	p.sendRaw(websocket.MessageText, []byte("{\"t\":\"message\",\"id\":\"m1\",\"text\":\"caf\xe9\"}"))
+	got, st, reason := p.closed()
+	if len(got) != 1 || got[0].T() != "error" || got[0].S("code") != "bad_frame" || !got[0].B("fatal") {
+		t.Fatalf("frames before the close: %s", mtypes(got))
+	}
+	if st != websocket.StatusInvalidFramePayloadData || reason == "" {
+		t.Fatalf("close %v %q, want 1007", st, reason)
+	}
+}
