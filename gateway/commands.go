@@ -84,6 +84,12 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
 	name, args, slash := parseSlash(req.Text)
+	if !slash {
+		// A full queue refuses the message before anything is stored.
+		if err := g.reserveTurn(req.Lane); err != nil {
+			return err
+		}
+	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
@@ -98,13 +104,16 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		}
 		return tx.QueueTurn(m.Lane, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
+		if !slash {
+			g.releaseTurn(m.Lane)
+		}
 		return err
 	}
 	if slash {
 		g.runSlash(ctx, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.enqueue(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
+	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
 		return err
 	}
 	return nil
@@ -231,6 +240,11 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	// Echoed first, so devices see the words before the agent acts on them.
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	// Steering the turn does not take runs as a turn of its own: it holds
+	// a place in the queue until the turn takes it.
+	if err := g.reserveTurn(lk); err != nil {
+		return err
+	}
 	// The row is committed before the turn can see the steer, so the
 	// turn's consuming it (which deletes the row) always comes after.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
@@ -239,6 +253,7 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 		}
 		return tx.QueueTurn(lk, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
+		g.releaseTurn(lk)
 		return err
 	}
 	pt := pendingTurn{msg: m, origin: from.Conn}
@@ -256,10 +271,11 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	t.mu.Unlock()
 	if taken {
+		g.releaseTurn(lk)
 		return nil
 	}
 	// Echoed and owed: at shutdown the next start answers it, as Send's.
-	if err := g.enqueue(pt); err != nil && err != errShuttingDown {
+	if err := g.enqueueReserved(pt); err != nil && err != errShuttingDown {
 		return err
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
 )
 
@@ -225,16 +226,62 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
-// Hermes Mobile: a fatal bad_frame, then 1007.
-func TestInvalidUTF8IsRefusedMobile(t *testing.T) {
-	g := mobileGW(t)
-	p := connectPhone(t, g, "tel-1")
-	p.sendRaw(websocket.MessageText, []byte("{\"t\":\"message\",\"id\":\"m1\",\"text\":\"caf\xe9\"}"))
-	got, st, reason := p.closed()
-	if len(got) != 1 || got[0].T() != "error" || got[0].S("code") != "bad_frame" || !got[0].B("fatal") {
-		t.Fatalf("frames before the close: %s", mtypes(got))
+// A lane queues at most gateway.MaxQueuedTurns messages behind its running
+// turn: the next is refused (rate_limited) before it is stored, so a
+// restart reloads no more than that. /stop all stops the turn and drops
+// what is queued, in memory and in the store.
+func TestLaneQueueIsBounded(t *testing.T) {
+	g := testgw.Start(t, slowEcho(50*time.Millisecond))
+	a := g.Dial(t, "phone")
+	send(t, a, def, words(400)) // runs for 20 s unless stopped
+	a.Expect("message.start", nil)
+	accepted, refused := 0, 0
+	for i := range gateway.MaxQueuedTurns + 10 {
+		_, err := a.Do("message.send", def, map[string]any{"text": fmt.Sprintf("queued %d", i)})
+		if err != nil {
+			wantCode(t, err, "rate_limited")
+			refused++
+			continue
+		}
+		if refused > 0 {
+			t.Fatalf("message %d accepted after %d refused", i, refused)
+		}
+		accepted++
 	}
-	if st != websocket.StatusInvalidFramePayloadData || reason == "" {
-		t.Fatalf("close %v %q, want 1007", st, reason)
+	if accepted != gateway.MaxQueuedTurns || refused != 10 {
+		t.Fatalf("%d queued, %d refused; want %d and 10", accepted, refused, gateway.MaxQueuedTurns)
 	}
+	ctx := context.Background()
+	owed, err := g.App.Store.Turns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owed) != gateway.MaxQueuedTurns+1 {
+		t.Fatalf("%d turns owed in the store, want %d", len(owed), gateway.MaxQueuedTurns+1)
+	}
+	h, _ := history(t, a, def, map[string]any{"limit": 200})
+	users := 0
+	for _, m := range h.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if users != gateway.MaxQueuedTurns+1 {
+		t.Fatalf("history holds %d messages of the person, want the %d accepted", users, gateway.MaxQueuedTurns+1)
+	}
+
+	send(t, a, def, "/stop all")
+	sys := a.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "role") == "system" })
+	if !strings.Contains(testgw.Str(t, sys, "text"), fmt.Sprintf("dropped %d queued", gateway.MaxQueuedTurns)) {
+		t.Errorf("/stop all said %s", sys.Raw)
+	}
+	a.Expect("agent.idle", nil)
+	// Nothing runs next, nothing is owed any more.
+	a.Quiet("agent.busy", 300*time.Millisecond)
+	if owed, _ := g.App.Store.Turns(ctx); len(owed) != 0 {
+		t.Fatalf("%d turns still owed after /stop all", len(owed))
+	}
+	// And the lane takes messages again.
+	send(t, a, def, "after the stop")
+	a.Expect("agent.busy", nil)
 }

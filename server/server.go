@@ -102,7 +102,7 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
 		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*websocket.Conn]*helloWait),
 		dialects: [2]dialect{
-			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame), badText: mobile.BadTextFrame,
+			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
 			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame), badText: badTextFrame,
 				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
@@ -274,7 +274,11 @@ type dialect struct {
 	// tooBig is the error frame and close for a frame over limit.
 	tooBig    []byte
 	tooBigErr *closeErr
-	badText   []byte // the error frame for a text frame that is not UTF-8 (closed with 1007)
+	// badText, when set, is the error frame for a text frame that is not
+	// UTF-8, which then closes the connection with 1007 (Iris, as RFC 6455
+	// §8.1 asks). Hermes Mobile answers such a frame itself with a
+	// non-fatal bad_frame, as its protocol says.
+	badText []byte
 }
 
 // fatalFrame reads a dialect's fatal error: the error frame to send and
@@ -307,6 +311,10 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Loopback: p.loopback}, first); err == nil {
 			sess = ms
 		}
+	case iris.Is(first) && !utf8.Valid(first):
+		s.writeRaw(c, badTextFrame)
+		c.Close(errBadText.code, errBadText.reason)
+		return nil, d, false
 	case iris.Is(first):
 		d = s.dialects[1]
 		var is *iris.Session
@@ -345,10 +353,6 @@ func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
 	if err != nil {
 		if errors.Is(err, errTooBig) {
 			c.Close(websocket.StatusMessageTooBig, "hello too large")
-		}
-		if errors.Is(err, errBadText) {
-			s.writeRaw(c, badHelloFrame)
-			c.Close(websocket.StatusInvalidFramePayloadData, badTextReason)
 		}
 		return nil, dialect{}, false
 	}
@@ -389,14 +393,18 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 				conn.Send(hub.Out{Data: d.tooBig})
 				conn.Close(d.tooBigErr)
 			}
-			if errors.Is(err, errBadText) {
-				conn.Send(hub.Out{Data: d.badText})
-				conn.Close(&closeErr{websocket.StatusInvalidFramePayloadData, badTextReason})
-			}
+
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
 			// does), so frames written before it stay unproven. Nor does
 			// any other frame: see prober.
+			break
+		}
+		if d.badText != nil && typ == websocket.MessageText && !utf8.Valid(data) {
+			// JSON decoding would turn the bad bytes into U+FFFD and store
+			// what the device never wrote.
+			conn.Send(hub.Out{Data: d.badText})
+			conn.Close(errBadText)
 			break
 		}
 		if typ == websocket.MessageBinary {
@@ -597,13 +605,11 @@ func (s *Server) writeRaw(c *websocket.Conn, data []byte) {
 
 var (
 	errTooBig  = errors.New("frame too large")
-	errBadText = errors.New("text frame is not valid UTF-8")
+	errBadText = &closeErr{websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8"}
 )
 
 // readFrame reads one message, refusing it once it passes limit bytes:
-// memory grows with the bytes that arrive, never beyond the limit. A text
-// frame must be UTF-8 (RFC 6455 §8.1): JSON decoding would otherwise turn
-// the bad bytes into U+FFFD and store what the device never wrote.
+// memory grows with the bytes that arrive, never beyond the limit.
 func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.MessageType, []byte, error) {
 	typ, r, err := c.Reader(ctx)
 	if err != nil {
@@ -616,9 +622,6 @@ func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.M
 	}
 	if n > limit {
 		return 0, nil, errTooBig
-	}
-	if typ == websocket.MessageText && !utf8.Valid(b.Bytes()) {
-		return 0, nil, errBadText
 	}
 	return typ, b.Bytes(), nil
 }
@@ -641,13 +644,7 @@ var (
 		`"t":"error","code":"auth_required","message":"no hello within the timeout","fatal":true}`)
 	internalErrorFrame = []byte(`{"v":1,"type":"error","payload":{"code":"internal","message":"internal error"}}`)
 	badTextFrame       = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"text frame is not valid UTF-8"}}`)
-	// badHelloFrame is badTextFrame before the dialect is known, an error
-	// frame of both (as helloTimeoutFrame).
-	badHelloFrame = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"text frame is not valid UTF-8"},` +
-		`"t":"error","code":"bad_frame","message":"text frame is not valid UTF-8","fatal":true}`)
 )
-
-const badTextReason = "text frame is not valid UTF-8"
 
 func tooBigFrame(limit int64) []byte {
 	return []byte(fmt.Sprintf(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"frame larger than %d bytes"}}`, limit))

@@ -226,7 +226,3 @@ func TooBigFrame(limit int64) []byte {
 
 // InternalErrorFrame answers a frame whose handling failed unexpectedly.
 var InternalErrorFrame = errorFrame(&Error{Code: CodeInternal, Message: "internal error"}, "")
-
-// BadTextFrame answers a text frame that is not UTF-8; the connection
-// then closes (1007, as RFC 6455 asks of invalid text).
-var BadTextFrame = errorFrame(&Error{Code: CodeBadFrame, Message: "text frame is not valid UTF-8", Fatal: true}, "")
