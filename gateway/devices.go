@@ -17,6 +17,10 @@ type Device struct {
 	Name      string
 	FCMToken  string
 	NtfyTopic string
+	// Token names the token the device came with (its id, never the
+	// secret): limits a client could reset with a new device id are
+	// counted per token.
+	Token string
 }
 
 // Welcome is what a device learns when it connects.
@@ -38,6 +42,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	if err != nil {
 		return nil, Welcome{}, err
 	}
+	c.Token = d.Token // before the connection serves a frame
 	if old != nil {
 		old.Close(hub.ErrReplaced)
 	}

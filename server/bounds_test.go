@@ -17,6 +17,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/wire/mobile"
 )
 
 // Tests of the bounds on what one client can make the gateway hold. Each
@@ -284,4 +285,29 @@ func TestLaneQueueIsBounded(t *testing.T) {
 	// And the lane takes messages again.
 	send(t, a, def, "after the stop")
 	a.Expect("agent.busy", nil)
+}
+
+// Hermes Mobile: a device holds 8 unfinished multi-part uploads and 8 MiB
+// of their parts (the protocol's limits); the devices of one token
+// together hold mobile.TokenDevices times that, so a device id of the
+// client's choosing does not buy memory without end.
+func TestMobileUploadsBoundedPerToken(t *testing.T) {
+	g := mobileGW(t)
+	chunk := func(id string) map[string]any {
+		return map[string]any{"t": "media", "id": id, "kind": "image", "data": b64(10), "part": 0, "parts": 2}
+	}
+	for d := range mobile.TokenDevices {
+		p := connectPhone(t, g, fmt.Sprint("tel-", d))
+		for i := range mobile.MaxUploads {
+			p.send(chunk(fmt.Sprintf("u%d-%d", d, i)))
+		}
+		if fs := p.barrier(); countT(fs, "error") != 0 {
+			t.Fatalf("device %d: %v", d, fs)
+		}
+	}
+	p := connectPhone(t, g, "tel-another-name")
+	e := p.wantError(chunk("u-more"), "too_big")
+	if !strings.Contains(e.S("message"), "token") {
+		t.Fatalf("refused with %v", e)
+	}
 }

@@ -82,13 +82,14 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	if h.Caps.MinProtocol > Version {
 		return nil, fatal(id, core.Errorf(core.CodeUnsupported, "this gateway speaks Iris v%d; the app needs v%d", Version, h.Caps.MinProtocol), "unsupported protocol version")
 	}
-	if _, err := cfg.Auth.Check(ctx, remoteAddr, h.Token, h.DeviceID); err != nil {
+	tokID, err := cfg.Auth.Check(ctx, remoteAddr, h.Token, h.DeviceID)
+	if err != nil {
 		return nil, fatal(id, err, string(core.AsError(err).Code))
 	}
 	if h.DeviceID == "" {
 		h.DeviceID = core.NewID("dev_anon_")
 	}
-	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic}, codec{})
+	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic, Token: tokID}, codec{})
 	if err != nil {
 		return nil, fatal(id, err, "internal error")
 	}
