@@ -135,7 +135,10 @@ func Open(cfg AppConfig) (*App, error) {
 	a.Srv = New(cfg.Server, a.GW, gateway.NewAuth(st, cfg.Token), cfg.Log, reg, m)
 	// Made here, not in Serve: Close may run on another goroutine at any
 	// time and must find it (a Serve after Close then returns at once).
-	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
+	// Connections that send no request, or idle between requests, are
+	// bounded in time (the timeouts) and in number (ConnState).
+	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnState: a.Srv.ConnState, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
 
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop

@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -17,6 +21,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/wire/mobile"
 )
 
@@ -310,4 +315,95 @@ func TestMobileUploadsBoundedPerToken(t *testing.T) {
 	if !strings.Contains(e.S("message"), "token") {
 		t.Fatalf("refused with %v", e)
 	}
+}
+
+// dialFrom opens a WebSocket from a loopback address of its own
+// (127.0.0.0/8 is all loopback), saying nothing.
+func dialFrom(t *testing.T, g *testgw.GW, local string) *raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	ws, _, err := websocket.Dial(ctx, g.URL, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("dial from %s: %v", local, err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return &raw{t: t, ws: ws}
+}
+
+// Connections that never say hello are bounded, per address and in all:
+// past a bound the oldest waiting one is closed (1013), so a device that
+// says hello at once still gets in while the flood goes on.
+func TestConnectionsBeforeHelloAreBounded(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
+	// Per address: 8 wait from 127.0.0.2, the next 4 push out the 4 oldest.
+	var flood []*raw
+	for range 12 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.2"))
+	}
+	for i, r := range flood {
+		if i >= 4 {
+			break
+		}
+		got, st := r.untilClose()
+		if st != websocket.StatusTryAgainLater || len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+			t.Fatalf("squatter %d: %s, close %v; want rate_limited and 1013", i, typesOf(got), st)
+		}
+	}
+	// A device that says hello gets in, flood or not.
+	d := g.Dial(t, "phone")
+	d.MustDo("ping", client.Lane{}, nil)
+	// In all: 8 wait from .2; 4 from .3 fill the bound, 4 more from .4
+	// push out the oldest of all, from .2.
+	for range 4 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.3"))
+	}
+	for range 4 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.4"))
+	}
+	for i, r := range flood[4:8] {
+		if _, st := r.untilClose(); st != websocket.StatusTryAgainLater {
+			t.Fatalf("squatter %d from .2: close %v, want 1013", i+4, st)
+		}
+	}
+	// The rest still wait (until their hello timeout): a hello from them
+	// is answered.
+	last := flood[len(flood)-1]
+	last.writeJSON(helloFrame(testgw.Token, "late"))
+	if f, err := last.read(); err != nil || f.Type != "hello.ack" {
+		t.Fatalf("a waiting connection's hello: %v %s", err, f.Raw)
+	}
+}
+
+// TCP connections that send no HTTP request are held to the same bounds,
+// before any WebSocket: past one the oldest is closed.
+func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
+	var flood []net.Conn
+	for range 12 {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+		c, err := d.Dial("tcp", g.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		flood = append(flood, c)
+	}
+	for i, c := range flood[:4] {
+		c.SetReadDeadline(time.Now().Add(testgw.Wait))
+		if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("squatter %d still open (read %d, %v)", i, n, err)
+		}
+	}
+	// The newer ones are served.
+	last := flood[len(flood)-1]
+	fmt.Fprintf(last, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	last.SetReadDeadline(time.Now().Add(testgw.Wait))
+	if resp, err := http.ReadResponse(bufio.NewReader(last), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a waiting connection's request: %v", err)
+	}
+	d := g.Dial(t, "phone")
+	d.MustDo("ping", client.Lane{}, nil)
 }

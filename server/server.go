@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -40,6 +39,10 @@ type Config struct {
 	NtfyServer   string
 	WebPushKey   string // VAPID public key offered to browsers
 
+	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
+	// not said hello yet, in all and from one address (see preHello).
+	MaxWaiting, MaxWaitingPerAddr int
+
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
 	Mobile         mobile.Settings
@@ -62,6 +65,12 @@ func (c *Config) defaults() {
 	}
 	if c.MobileMaxFrame == 0 {
 		c.MobileMaxFrame = mobile.MaxFrameBytes
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 1024
+	}
+	if c.MaxWaitingPerAddr == 0 {
+		c.MaxWaitingPerAddr = 64
 	}
 }
 
@@ -87,8 +96,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	socks   map[*websocket.Conn]*prober
-	waiting map[*websocket.Conn]*helloWait // sockets that have not said hello yet
-	down    bool
+	waiting map[*helloWait]struct{} // sockets that have not said hello yet
+	pre     preHello                // their count, by address
+
+	hmu  sync.Mutex
+	http httpWaiting // connections before their upgrade (ConnState)
+	down bool
 }
 
 // New makes a server for gw. reg and m are the registry and series the
@@ -100,7 +113,7 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
 	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
-		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*websocket.Conn]*helloWait),
+		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
@@ -149,8 +162,9 @@ func (s *Server) Run(ctx context.Context) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.down = true
-	for _, w := range s.waiting {
-		w.cut()
+	for w := range s.waiting {
+		w.shutdown = true
+		w.cutLocked()
 	}
 	s.mu.Unlock()
 	s.gw.Shutdown(ctx)
@@ -203,8 +217,13 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// first frame, so a foreign page gains nothing it could not do anyway.
 	hw := &hijackWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
 	pr := &prober{s: s}
+	p := peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)}
+	// Counted as waiting for its hello before the upgrade is answered, so
+	// the bounds see connections in the order they were made.
+	wait := s.waitHello(p.addr)
 	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, OnPongReceived: pr.pong})
 	if err != nil {
+		s.helloCame(wait)
 		s.wg.Done()
 		return
 	}
@@ -213,7 +232,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.socks[c] = pr
 	s.mu.Unlock()
-	sess, d, ok := s.hello(c, peer{addr: remoteHost(r.RemoteAddr), loopback: loopback(r)})
+	sess, d, ok := s.hello(c, p, wait)
 	if !ok {
 		s.closed(c)
 		return
@@ -343,11 +362,12 @@ type peer struct {
 	loopback bool // from a loopback address and not through a proxy
 }
 
-// hello reads and authenticates a connection's first frame.
-func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
-	w := s.waitHello(c)
+// hello reads and authenticates a connection's first frame, within the
+// wait w (waitHello).
+func (s *Server) hello(c *websocket.Conn, p peer, w *helloWait) (session, dialect, bool) {
+	s.startHello(c, w)
 	typ, first, err := readFrame(s.base, c, helloLimit)
-	if !s.helloCame(c, w) {
+	if !s.helloCame(w) {
 		return nil, dialect{}, false
 	}
 	if err != nil {
@@ -428,57 +448,6 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	s.gw.Disconnect(conn)
 	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
 	<-writerDone
-}
-
-// helloWait bounds the wait for a connection's first frame. The read
-// is not given a deadline: a read whose context ends closes the socket at
-// once, with no way to tell the device why. Closing the socket with a
-// status ends the read just as well.
-type helloWait struct {
-	t        *time.Timer
-	done     chan struct{} // closed when the timer's close has run
-	shutdown atomic.Bool
-}
-
-func (s *Server) waitHello(c *websocket.Conn) *helloWait {
-	w := &helloWait{done: make(chan struct{})}
-	w.t = time.AfterFunc(s.cfg.HelloTimeout, func() {
-		defer close(w.done)
-		if w.shutdown.Load() {
-			c.Close(websocket.StatusGoingAway, "gateway restarting")
-			return
-		}
-		s.writeRaw(c, helloTimeoutFrame)
-		c.Close(websocket.StatusPolicyViolation, helloTimeoutReason)
-	})
-	s.mu.Lock()
-	s.waiting[c] = w
-	if s.down { // Shutdown has been through the waiting sockets already
-		w.cut()
-	}
-	s.mu.Unlock()
-	return w
-}
-
-// cut ends the wait now, for a shutdown.
-func (w *helloWait) cut() {
-	w.shutdown.Store(true)
-	if w.t.Stop() {
-		w.t.Reset(0)
-	}
-}
-
-// helloCame ends c's wait for its first frame. False means the wait was
-// cut (the socket is closed or closing) and the frame must be ignored.
-func (s *Server) helloCame(c *websocket.Conn, w *helloWait) bool {
-	s.mu.Lock()
-	delete(s.waiting, c)
-	s.mu.Unlock()
-	if w.t.Stop() {
-		return true
-	}
-	<-w.done
-	return false
 }
 
 // safely runs one frame's handling; a panic is logged and answered as an
