@@ -407,3 +407,65 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 	d := g.Dial(t, "phone")
 	d.MustDo("ping", client.Lane{}, nil)
 }
+
+// Large frames being read are bounded in all: past 16 KiB a frame needs a
+// grant of its dialect's frame limit from the server's budget, so phones
+// that each start a 16 MiB frame and never finish it hold the budget, not
+// 16 MiB each; the others wait (unread: TCP pushes back on them), small
+// frames pass freely, and a grant handed back goes to the next in line.
+func TestLargeFramesBoundedInAll(t *testing.T) {
+	const budget = 2 * mobile.MaxFrameBytes
+	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MaxBuffered = budget })
+	healthy := connectPhone(t, g, "tel-healthy")
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var phones []*phone
+	for i := range 6 {
+		p := connectPhone(t, g, fmt.Sprint("tel-", i))
+		phones = append(phones, p)
+		w, err := p.ws.Writer(ctx, websocket.MessageText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			w.Write([]byte(`{"t":"text","id":"x","text":"`))
+			for range 15 { // 15 MiB of a frame, never finished
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 4)
+	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used != budget {
+		t.Fatalf("%v bytes granted, want the budget, %v", used, budget)
+	}
+	healthy.send(map[string]any{"t": "ping", "ts": 1})
+	if f := healthy.expect("pong", nil); f.T() != "pong" {
+		t.Fatalf("ping answered with %v", f)
+	}
+	// The phones gone, each grant goes to the next in line, which finds
+	// its connection closed and gives it back.
+	cancel()
+	for _, p := range phones {
+		p.ws.CloseNow()
+	}
+	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 0)
+	waitMetric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 0)
+}
+
+// waitMetric waits until a series of the gateway's /metrics has value v.
+func waitMetric(t *testing.T, g *testgw.GW, series string, v float64) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for metric(t, g, series) != v {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s = %v, want %v", series, metric(t, g, series), v)
+		}
+	}
+}

@@ -5,12 +5,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,6 +40,9 @@ type Config struct {
 	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
 	// not said hello yet, in all and from one address (see preHello).
 	MaxWaiting, MaxWaitingPerAddr int
+	// MaxBuffered bounds the bytes of the large frames being read and
+	// handled at once, over all connections (see budget).
+	MaxBuffered int64
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
@@ -68,6 +69,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024
+	}
+	if c.MaxBuffered < max(c.MaxFrame, c.MobileMaxFrame) {
+		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
 	}
 	if c.MaxWaitingPerAddr == 0 {
 		c.MaxWaitingPerAddr = 64
@@ -98,10 +102,12 @@ type Server struct {
 	socks   map[*websocket.Conn]*prober
 	waiting map[*helloWait]struct{} // sockets that have not said hello yet
 	pre     preHello                // their count, by address
+	down    bool
 
-	hmu  sync.Mutex
-	http httpWaiting // connections before their upgrade (ConnState)
-	down bool
+	hmu         sync.Mutex
+	http        httpWaiting // connections before their upgrade (ConnState)
+	budget      *budget     // bytes of the large frames being read (readFrame)
+	helloBudget *budget     // the same, of hellos
 }
 
 // New makes a server for gw. reg and m are the registry and series the
@@ -112,7 +118,7 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	mob := mobile.New(mobile.Config{
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
-	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
+	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered), helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4)),
 		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
@@ -120,6 +126,8 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame), badText: badTextFrame,
 				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
 		}}
+	s.registerBudgets()
+	return s
 }
 
 // Handler routes /ws, /healthz and /metrics.
@@ -366,7 +374,8 @@ type peer struct {
 // wait w (waitHello).
 func (s *Server) hello(c *websocket.Conn, p peer, w *helloWait) (session, dialect, bool) {
 	s.startHello(c, w)
-	typ, first, err := readFrame(s.base, c, helloLimit)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget)
+	defer release()
 	if !s.helloCame(w) {
 		return nil, dialect{}, false
 	}
@@ -407,7 +416,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, err := readFrame(ctx, c, d.limit)
+		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})
@@ -420,34 +429,45 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 			// any other frame: see prober.
 			break
 		}
-		if d.badText != nil && typ == websocket.MessageText && !utf8.Valid(data) {
-			// JSON decoding would turn the bad bytes into U+FFFD and store
-			// what the device never wrote.
-			conn.Send(hub.Out{Data: d.badText})
-			conn.Close(errBadText)
+		stop := s.handleFrame(ctx, conn, sess, d, typ, data)
+		release()
+		if stop {
 			break
-		}
-		if typ == websocket.MessageBinary {
-			s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
-			s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
-			continue
-		}
-		if err := s.safely(conn, d.name, func() error {
-			typ, err := sess.Handle(ctx, data)
-			s.m.FramesIn.WithLabelValues(d.name, typ).Inc()
-			return err
-		}); err != nil {
-			if frame, reason, ok := fatalFrame(err); ok {
-				conn.Send(hub.Out{Data: frame})
-				conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
-				break
-			}
 		}
 	}
 	sess.Close()
 	s.gw.Disconnect(conn)
 	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
 	<-writerDone
+}
+
+// handleFrame handles one frame after the hello; true means the
+// connection is closing.
+func (s *Server) handleFrame(ctx context.Context, conn *hub.Conn, sess session, d dialect, typ websocket.MessageType, data []byte) bool {
+	if d.badText != nil && typ == websocket.MessageText && !utf8.Valid(data) {
+		// JSON decoding would turn the bad bytes into U+FFFD and store
+		// what the device never wrote.
+		conn.Send(hub.Out{Data: d.badText})
+		conn.Close(errBadText)
+		return true
+	}
+	if typ == websocket.MessageBinary {
+		s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
+		s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
+		return false
+	}
+	if err := s.safely(conn, d.name, func() error {
+		typ, err := sess.Handle(ctx, data)
+		s.m.FramesIn.WithLabelValues(d.name, typ).Inc()
+		return err
+	}); err != nil {
+		if frame, reason, ok := fatalFrame(err); ok {
+			conn.Send(hub.Out{Data: frame})
+			conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
+			return true
+		}
+	}
+	return false
 }
 
 // safely runs one frame's handling; a panic is logged and answered as an
@@ -576,24 +596,6 @@ var (
 	errTooBig  = errors.New("frame too large")
 	errBadText = &closeErr{websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8"}
 )
-
-// readFrame reads one message, refusing it once it passes limit bytes:
-// memory grows with the bytes that arrive, never beyond the limit.
-func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.MessageType, []byte, error) {
-	typ, r, err := c.Reader(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	var b bytes.Buffer
-	n, err := b.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return 0, nil, err
-	}
-	if n > limit {
-		return 0, nil, errTooBig
-	}
-	return typ, b.Bytes(), nil
-}
 
 func remoteHost(addr string) string {
 	if h, _, err := net.SplitHostPort(addr); err == nil {
