@@ -324,10 +324,13 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	return nil
 }
 
-// History limits.
+// History limits. A page holds at most MaxHistory messages and, beyond its
+// newest message, MaxHistoryBytes of them: a page of long replies is cut
+// short (has_more set), as a page of many is.
 const (
-	DefaultHistory = 50
-	MaxHistory     = 200
+	DefaultHistory  = 50
+	MaxHistory      = 200
+	MaxHistoryBytes = 1 << 20
 )
 
 // History returns a page of a lane's messages, oldest first.
@@ -342,7 +345,24 @@ func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limi
 		limit = MaxHistory
 	}
 	ms, more, err := g.st.History(ctx, lk, before, limit)
-	return ms, more, notFound(err, "unknown before_message_id "+quote(before))
+	if err != nil {
+		return nil, false, notFound(err, "unknown before_message_id "+quote(before))
+	}
+	// Keep the newest messages that fit; the page goes on from the
+	// oldest kept, so nothing is skipped.
+	size := 0
+	for i := len(ms) - 1; i >= 0; i-- {
+		size += messageSize(&ms[i])
+		if size > MaxHistoryBytes && i < len(ms)-1 {
+			return ms[i+1:], true, nil
+		}
+	}
+	return ms, more, nil
+}
+
+// messageSize is about what a message takes in a frame.
+func messageSize(m *core.Message) int {
+	return 256 + len(m.Text) + len(m.Reasoning) + 256*len(m.Media)
 }
 
 // RegisterPush stores a device's push addresses.
