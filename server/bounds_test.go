@@ -469,3 +469,37 @@ func waitMetric(t *testing.T, g *testgw.GW, series string, v float64) {
 		}
 	}
 }
+
+// Retention holds while the gateway runs, not only at start-up: an outbox
+// that outgrows --outbox-keep is pruned back (in bounded steps), and a
+// sync from before the floor says truncated.
+func TestOutboxRetentionWhileRunning(t *testing.T) {
+	const keep = 50
+	g := testgw.Start(t, func(c *server.AppConfig) { c.OutboxKeep = keep })
+	a := g.Dial(t, "phone")
+	for i := range 300 {
+		createChannel(t, a, fmt.Sprint("c", i), "")
+	}
+	ctx := context.Background()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for {
+		n, err := g.App.Store.OutboxLen(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n <= keep+100 { // the bound plus the slack before the pruner wakes
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the outbox holds %d frames, keep is %d", n, keep)
+		}
+	}
+	b := g.Dial(t, "tablet")
+	if _, done := syncAll(t, b, 0); testgw.P(t, done)["truncated"] != true {
+		t.Fatalf("a sync from 0 after pruning: %s", done.Raw)
+	}
+}
