@@ -503,3 +503,23 @@ func TestOutboxRetentionWhileRunning(t *testing.T) {
 		t.Fatalf("a sync from 0 after pruning: %s", done.Raw)
 	}
 }
+
+// Hermes Mobile: a message into a lane whose queue is full is a non-fatal
+// bad_frame saying so (not auth_failed: "do not retry"), and the phone
+// stays connected.
+func TestMobileLaneQueueFull(t *testing.T) {
+	g := mobileGW(t, slowEcho(50*time.Millisecond))
+	p := connectPhone(t, g, "tel-1")
+	p.send(text("m0", words(400)))
+	p.expect("message", nil) // the reply streams: m0's turn runs, the queue is empty
+	for i := range gateway.MaxQueuedTurns {
+		p.send(text(fmt.Sprint("m", i+1), fmt.Sprint("queued ", i)))
+	}
+	e := p.wantError(text("m-over", "one too many"), "bad_frame")
+	if e.S("id") != "m-over" || !strings.Contains(e.S("message"), "/stop all") {
+		t.Fatalf("refused with %v", e)
+	}
+	p.send(text("m-stop", "/stop all"))
+	p.send(map[string]any{"t": "ping", "ts": 1})
+	p.expect("pong", nil)
+}

@@ -399,9 +399,9 @@ func (s *Session) send(ctx context.Context, req gateway.SendRequest) *Error {
 // fromCore maps a core error to this dialect's codes.
 func fromCore(err error) *Error {
 	e := core.AsError(err)
-	code := CodeBadFrame
+	code := CodeBadFrame // also for rate_limited: a bound (a full lane queue), not an auth failure
 	switch e.Code {
-	case core.CodeAuth, core.CodeRateLimited:
+	case core.CodeAuth:
 		code = CodeAuthFailed
 	case core.CodeForbidden:
 		code = CodeForbidden
