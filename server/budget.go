@@ -121,17 +121,43 @@ func readFrame(ctx context.Context, c *websocket.Conn, limit int64, bud *budget)
 	}
 	release = func() { bud.release(grant) }
 	slow := time.AfterFunc(bigFrameTime, func() { c.CloseNow() })
-	m, err := b.ReadFrom(io.LimitReader(r, limit-n+1))
+	data, err = readCapped(r, b.Bytes(), limit)
 	slow.Stop()
 	if err != nil {
 		release()
 		return 0, nil, noRelease, err
 	}
-	if n+m > limit {
-		release()
-		return 0, nil, noRelease, errTooBig
+	return typ, data, release, nil
+}
+
+// readCapped reads the rest of a frame after head, growing its buffer by
+// doubling but never past limit+1 bytes (bytes.Buffer would grow a 15 MiB
+// frame's to 30): what a frame holds stays within its grant, with half
+// of it more while a doubling copies.
+func readCapped(r io.Reader, head []byte, limit int64) ([]byte, error) {
+	buf := make([]byte, len(head), min(limit+1, max(4*int64(len(head)), 64<<10)))
+	copy(buf, head)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > limit {
+				return nil, errTooBig
+			}
+			next := make([]byte, len(buf), min(limit+1, 2*int64(cap(buf))))
+			copy(next, buf)
+			buf = next
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit {
+				return nil, errTooBig
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return typ, b.Bytes(), release, nil
 }
 
 // state is what the budget has handed out and how many wait for it.
