@@ -48,6 +48,11 @@ type SendRequest struct {
 // Send stores a person's message, echoes it to every device (with the
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
+	// A flood into a full lane is refused before it costs a query.
+	if req.Lane.ChatID != "" && !isSlash(req.Text) && g.queueFull(req.Lane) {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return errQueueFull
+	}
 	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {
 		return err

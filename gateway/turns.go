@@ -76,6 +76,15 @@ func (g *Gateway) reserveTurn(lk core.Lane) error {
 	return nil
 }
 
+// queueFull reports whether lk's queue has no room (reserveTurn decides;
+// this is a cheap look before any work).
+func (g *Gateway) queueFull(lk core.Lane) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.lanes[lk]
+	return l != nil && l.queuedLocked() >= MaxQueuedTurns
+}
+
 // releaseTurn gives back a place reserveTurn held.
 func (g *Gateway) releaseTurn(lk core.Lane) {
 	g.mu.Lock()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
@@ -12,7 +13,7 @@ import (
 // in all (Config.MaxWaiting) and from one address (MaxWaitingPerAddr).
 // A new connection over a bound does not wait for room, nor is it refused:
 // the oldest waiting connection (of its address, or of all) is closed
-// instead (1013, "try again later"). A device says hello as soon as its
+// instead (after error{rate_limited}, with no close handshake). A device says hello as soon as its
 // socket opens, so a legitimate connection gets in unless the bound fills
 // anew before its hello arrives; one that has waited longest is the most
 // likely to be a squatter. Past half the bound, new connections also get
@@ -82,8 +83,10 @@ func (s *Server) startHello(c *websocket.Conn, w *helloWait) {
 		case shutdown:
 			c.Close(websocket.StatusGoingAway, "gateway restarting")
 		case evicted:
-			s.writeRaw(c, evictedFrame)
-			c.Close(websocket.StatusTryAgainLater, "too many connections waiting for hello")
+			// At once, without a close handshake: a flood that does not
+			// answer one would keep each socket 5 s more, past the bound.
+			s.writeRawWithin(c, evictedFrame, time.Second)
+			c.CloseNow()
 		default:
 			s.writeRaw(c, helloTimeoutFrame)
 			c.Close(websocket.StatusPolicyViolation, helloTimeoutReason)
@@ -145,6 +148,13 @@ func (s *Server) helloCame(w *helloWait) bool {
 	}
 	<-w.done
 	return false
+}
+
+// writeRawWithin writes a frame, giving up after d.
+func (s *Server) writeRawWithin(c *websocket.Conn, data []byte, d time.Duration) {
+	ctx, cancel := context.WithTimeout(s.base, d)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, data)
 }
 
 // evictedFrame is sent to a connection closed because newer ones wait for
