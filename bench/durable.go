@@ -87,14 +87,17 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				if t, ok := d.sentAt[id]; ok {
 					delete(d.sentAt, id)
 					d.echoLat = append(d.echoLat, now.Sub(t))
-					if string(typ) == "error" {
+					failed := string(typ) == "error"
+					if failed {
 						d.errs++
 						if d.firstErr == "" {
 							d.firstErr = string(b)
 						}
 					}
 					d.mu.Unlock()
-					<-d.sem
+					if failed {
+						<-d.sem // no turn: its agent.idle will not come
+					}
 					return
 				}
 				d.mu.Unlock()
@@ -105,6 +108,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				d.idles++
 				d.lastIdle = time.Now()
 				d.mu.Unlock()
+				<-d.sem // its turn is done: room for the next message
 			}
 		})
 	}
@@ -220,7 +224,8 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 	coreFrames := g.head(ctx) - before2
 	coreFPS := rate(coreFrames, coreSpan)
 
-	r.setup("%d devices (raw WebSockets), each in its own lane (channel), each keeping %d message.send in flight for %v;", n, o.DurableInflight, o.DurableDuration)
+	r.setup("%d devices (raw WebSockets), each in its own lane (channel), each keeping %d message.send in flight (sent, its turn", n, o.DurableInflight)
+	r.setup("not yet ended by agent.idle: a lane queues at most %d) for %v;", gateway.MaxQueuedTurns, o.DurableDuration)
 	r.setup("agent: returns at once (no text), so a turn is only the gateway's own bookkeeping. Gateway in-process.")
 	r.setup("Rate = outbox head after − before (App.Store.OutboxHead), over first send → last agent.idle received.")
 	r.setup("Then the devices leave and the same load goes through gateway.Send directly: the commit path without fan-out.")
