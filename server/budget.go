@@ -98,8 +98,9 @@ func noRelease() {}
 // readFrame reads one message, refusing it once it passes limit bytes:
 // memory grows with the bytes that arrive, never beyond the limit, and
 // past frameFree only within the server's budget. release gives the grant
-// back; call it once the frame has been handled.
-func readFrame(ctx context.Context, c *websocket.Conn, limit int64, bud *budget) (typ websocket.MessageType, data []byte, release func(), err error) {
+// back; call it once the frame has been handled. stalled, when set, is
+// told when the read waits for a grant and when it goes on.
+func readFrame(ctx context.Context, c *websocket.Conn, limit int64, bud *budget, stalled func(bool)) (typ websocket.MessageType, data []byte, release func(), err error) {
 	typ, r, err := c.Reader(ctx)
 	if err != nil {
 		return 0, nil, noRelease, err
@@ -116,7 +117,14 @@ func readFrame(ctx context.Context, c *websocket.Conn, limit int64, bud *budget)
 		return 0, nil, noRelease, errTooBig
 	}
 	grant := limit
-	if err := bud.acquire(ctx, grant); err != nil {
+	if stalled != nil {
+		stalled(true)
+	}
+	err = bud.acquire(ctx, grant)
+	if stalled != nil {
+		stalled(false)
+	}
+	if err != nil {
 		return 0, nil, noRelease, err
 	}
 	release = func() { bud.release(grant) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -36,7 +37,14 @@ type prober struct {
 	want     string    // payload of the ping in flight, "" when it was answered
 	inflight bool
 	ended    bool // the socket's handler is done: no new pings
+	// stalled is set while the read loop waits for a grant to read a
+	// large frame (readFrame): it reads nothing meanwhile, Pongs
+	// included, so an unanswered ping then says nothing of the peer.
+	stalled atomic.Bool
 }
+
+// stall is readFrame's report of a wait for a grant.
+func (p *prober) stall(on bool) { p.stalled.Store(on) }
 
 // attach makes the prober prove conn's frames.
 func (p *prober) attach(conn *hub.Conn) {
@@ -91,7 +99,7 @@ func (p *prober) run() {
 			if conn != nil {
 				conn.Unproved()
 			}
-			if p.s.base.Err() == nil {
+			if p.s.base.Err() == nil && !p.stalled.Load() {
 				p.ws.CloseNow() // a silent peer is dead: the read loop ends and cleans up
 			}
 			return

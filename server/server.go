@@ -240,7 +240,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.socks[c] = pr
 	s.mu.Unlock()
-	sess, d, ok := s.hello(c, p, wait)
+	sess, d, ok := s.hello(c, pr, p, wait)
 	if !ok {
 		s.closed(c)
 		return
@@ -372,9 +372,9 @@ type peer struct {
 
 // hello reads and authenticates a connection's first frame, within the
 // wait w (waitHello).
-func (s *Server) hello(c *websocket.Conn, p peer, w *helloWait) (session, dialect, bool) {
+func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (session, dialect, bool) {
 	s.startHello(c, w)
-	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, pr.stall)
 	defer release()
 	if !s.helloCame(w) {
 		return nil, dialect{}, false
@@ -416,13 +416,12 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget)
+		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})
 				conn.Close(d.tooBigErr)
 			}
-
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
 			// does), so frames written before it stay unproven. Nor does
