@@ -34,12 +34,13 @@ const (
 	Search  = "search"
 	Media   = "media"
 	Model   = "model"
+	Floods  = "floods"
 )
 
 // All lists every scenario in run order.
-var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model}
+var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods}
 
-var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model}
+var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods}
 
 // ParseScenarios reads a comma list of scenario names (or their letters a–h,
 // or "all") and returns them in run order.
@@ -64,7 +65,7 @@ func ParseScenarios(s string) ([]string, error) {
 			known = known || n == p
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–h, or all)", p, strings.Join(All, ", "))
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–i, or all)", p, strings.Join(All, ", "))
 		}
 		want[p] = true
 	}
@@ -119,6 +120,10 @@ type Options struct {
 	// data in dataDir and accept token. Default: this executable's
 	// "serve" command.
 	GatewayCmd func(listen, dataDir, token string) (*exec.Cmd, error)
+	// BaselineCmd, when set, is a second gateway the floods scenario runs
+	// each flood against first (say, the last release), for before/after
+	// figures from one run.
+	BaselineCmd func(listen, dataDir, token string) (*exec.Cmd, error)
 
 	// TempDir holds the scenarios' data directories (default os.TempDir()).
 	TempDir string
@@ -199,9 +204,17 @@ func selfServe(listen, dataDir, token string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "serve", "--listen", listen, "--data", dataDir, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "IRISGATE_TOKEN="+token)
-	return cmd, nil
+	return ServeCmd(exe)(listen, dataDir, token)
+}
+
+// ServeCmd runs the serve command of the irisgate binary at exe (for
+// Options.BaselineCmd).
+func ServeCmd(exe string) func(listen, dataDir, token string) (*exec.Cmd, error) {
+	return func(listen, dataDir, token string) (*exec.Cmd, error) {
+		cmd := exec.Command(exe, "serve", "--listen", listen, "--data", dataDir, "--log-level", "warn")
+		cmd.Env = append(os.Environ(), "IRISGATE_TOKEN="+token)
+		return cmd, nil
+	}
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -296,6 +309,8 @@ func Run(ctx context.Context, o Options, w io.Writer) ([]Result, error) {
 			r = runMedia(sctx, &o)
 		case Model:
 			r = runModel(sctx, &o)
+		case Floods:
+			r = runFloods(sctx, &o)
 		}
 		stopProfile()
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)

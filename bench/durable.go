@@ -87,14 +87,17 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				if t, ok := d.sentAt[id]; ok {
 					delete(d.sentAt, id)
 					d.echoLat = append(d.echoLat, now.Sub(t))
-					if string(typ) == "error" {
+					failed := string(typ) == "error"
+					if failed {
 						d.errs++
 						if d.firstErr == "" {
 							d.firstErr = string(b)
 						}
 					}
 					d.mu.Unlock()
-					<-d.sem
+					if failed {
+						<-d.sem // no turn: its agent.idle will not come
+					}
 					return
 				}
 				d.mu.Unlock()
@@ -105,12 +108,14 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				d.idles++
 				d.lastIdle = time.Now()
 				d.mu.Unlock()
+				<-d.sem // its turn is done: room for the next message
 			}
 		})
 	}
 
 	text := []byte(`{"text":"` + textOf("durable frame benchmark", 120) + `"}`)
 	before := g.head(ctx)
+	pings := g.pings()
 	o.progress("durable: sending for %v", o.DurableDuration)
 	start := time.Now()
 	stopAt := start.Add(o.DurableDuration)
@@ -179,6 +184,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 		d.mu.Unlock()
 	}
 	after := g.head(ctx)
+	pings = g.pings() - pings
 	frames := after - before
 	span := end.Sub(start)
 	slices.Sort(lat)
@@ -218,7 +224,8 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 	coreFrames := g.head(ctx) - before2
 	coreFPS := rate(coreFrames, coreSpan)
 
-	r.setup("%d devices (raw WebSockets), each in its own lane (channel), each keeping %d message.send in flight for %v;", n, o.DurableInflight, o.DurableDuration)
+	r.setup("%d devices (raw WebSockets), each in its own lane (channel), each keeping %d message.send in flight (sent, its turn", n, o.DurableInflight)
+	r.setup("not yet ended by agent.idle: a lane queues at most %d) for %v;", gateway.MaxQueuedTurns, o.DurableDuration)
 	r.setup("agent: returns at once (no text), so a turn is only the gateway's own bookkeeping. Gateway in-process.")
 	r.setup("Rate = outbox head after − before (App.Store.OutboxHead), over first send → last agent.idle received.")
 	r.setup("Then the devices leave and the same load goes through gateway.Send directly: the commit path without fan-out.")
@@ -227,6 +234,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 	r.fig("message.send completed", fmt.Sprintf("%s (%s)", commas(int64(sends)), perSec(rate(int64(sends), span))), "", nil)
 	r.fig("echo (reply) latency p50 / p99", ms(pct(lat, 0.5))+" / "+ms(pct(lat, 0.99)), "", nil)
 	r.fig("frames delivered to devices", fmt.Sprintf("%s (%s)", commas(delivered.Load()), perSec(rate(delivered.Load(), span))), "", nil)
+	r.fig("WebSocket pings (proofs of delivery)", fmt.Sprintf("%s (%s, %.4f per frame delivered)", commas(pings), perSec(rate(pings, span)), float64(pings)/float64(max(delivered.Load(), 1))), "", nil)
 	r.check("request errors", fmt.Sprint(errs), "0", errs == 0)
 	if err != nil {
 		r.note("core-only phase failed: %v", err)

@@ -44,6 +44,7 @@ type phaseStats struct {
 	lat        []time.Duration // per delivered update
 	vis        []time.Duration // per event and device: until the device showed it
 	incomplete int             // devices that missed the final text or the stop
+	pings      int64           // WebSocket pings the gateway sent meanwhile
 }
 
 func (p *phaseStats) pct(q float64) time.Duration {
@@ -117,7 +118,9 @@ func runFanout(ctx context.Context, o *Options) (r Result) {
 			name = "tight loop"
 		}
 		o.progress("fan-out: %s, %d events", name, plan.events)
+		pings := g.pings()
 		st, err := fanPhase(ctx, ag, devs, plan, pi)
+		st.pings = g.pings() - pings
 		if err != nil {
 			r.Err = fmt.Errorf("%s: %w", name, err)
 			return r
@@ -141,6 +144,7 @@ func runFanout(ctx context.Context, o *Options) (r Result) {
 		}
 		r.fig(tag+": latency max", ms(st.pct(1)), "", nil)
 		r.fig(tag+": every event shown, p50 / p99", ms(pct(st.vis, 0.5))+" / "+ms(pct(st.vis, 0.99)), "", nil)
+		r.fig(tag+": WebSocket pings (proofs of delivery)", fmt.Sprintf("%s (%s, %.4f per delivery)", commas(st.pings), perSec(rate(st.pings, st.span)), float64(st.pings)/float64(max(st.delivered, 1))), "", nil)
 		coalesced := st.offered - st.delivered
 		r.fig(tag+": updates coalesced", fmt.Sprintf("%s of %s (%.1f%%)", commas(coalesced), commas(st.offered), 100*float64(coalesced)/float64(max(st.offered, 1))), "", nil)
 		r.Lost += int64(st.incomplete)

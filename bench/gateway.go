@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/server"
 )
@@ -67,6 +69,16 @@ func (g *gw) close() {
 	case <-ctx.Done():
 	}
 	os.RemoveAll(g.dir)
+}
+
+// pings is how many WebSocket pings the gateway has sent so far
+// (keepalives and proofs of delivery).
+func (g *gw) pings() int64 {
+	var m dto.Metric
+	if err := g.app.Metrics.Pings.Write(&m); err != nil {
+		return 0
+	}
+	return int64(m.GetCounter().GetValue())
 }
 
 func (g *gw) head(ctx context.Context) int64 {

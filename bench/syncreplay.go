@@ -155,7 +155,15 @@ func coreSends(ctx context.Context, g *gw, lanes []core.Lane, workers int, stopA
 				if limit > 0 && claimed.Add(1) > limit {
 					return
 				}
-				if err := g.app.GW.Send(ctx, gateway.Caller{}, gateway.SendRequest{Lane: l, Text: text}); err != nil {
+				err := g.app.GW.Send(ctx, gateway.Caller{}, gateway.SendRequest{Lane: l, Text: text})
+				if core.AsError(err).Code == core.CodeRateLimited {
+					// The lane's queue is full (gateway.MaxQueuedTurns):
+					// wait for its turns, as a person would.
+					claimed.Add(-1)
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err != nil {
 					mu.Lock()
 					firstErr = err
 					mu.Unlock()

@@ -17,6 +17,10 @@ import (
 const (
 	MaxChannelName = 100       // runes
 	MaxIconBytes   = 512 << 10 // decoded
+	// MaxDirectoryIcons bounds the icons of all channels together (base64,
+	// as they go out): the whole directory is one frame (hello.ack,
+	// channel.list), which the protocol does not page.
+	MaxDirectoryIcons = 4 << 20
 )
 
 // Channels returns the directory.
@@ -93,6 +97,16 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 			c.Favorite = *ch.Favorite
 		}
 		if ch.Icon != nil {
+			if len(*ch.Icon) > len(c.Icon) {
+				others, err := tx.IconBytes(chatID)
+				if err != nil {
+					return err
+				}
+				if others+int64(len(*ch.Icon)) > MaxDirectoryIcons {
+					return core.Errorf(core.CodeMediaTooLarge, "the channels' icons together would be %d KiB, the limit is %d KiB: use smaller icons",
+						(others+int64(len(*ch.Icon)))>>10, MaxDirectoryIcons>>10)
+				}
+			}
 			c.Icon = *ch.Icon
 		}
 		if ch.Color != nil {

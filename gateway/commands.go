@@ -48,6 +48,11 @@ type SendRequest struct {
 // Send stores a person's message, echoes it to every device (with the
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
+	// A flood into a full lane is refused before it costs a query.
+	if req.Lane.ChatID != "" && !isSlash(req.Text) && g.queueFull(req.Lane) {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return errQueueFull
+	}
 	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {
 		return err
@@ -84,6 +89,12 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
 	name, args, slash := parseSlash(req.Text)
+	if !slash {
+		// A full queue refuses the message before anything is stored.
+		if err := g.reserveTurn(req.Lane); err != nil {
+			return err
+		}
+	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
@@ -98,13 +109,16 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		}
 		return tx.QueueTurn(m.Lane, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
+		if !slash {
+			g.releaseTurn(m.Lane)
+		}
 		return err
 	}
 	if slash {
 		g.runSlash(ctx, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.enqueue(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
+	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
 		return err
 	}
 	return nil
@@ -231,6 +245,11 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	// Echoed first, so devices see the words before the agent acts on them.
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	// Steering the turn does not take runs as a turn of its own: it holds
+	// a place in the queue until the turn takes it.
+	if err := g.reserveTurn(lk); err != nil {
+		return err
+	}
 	// The row is committed before the turn can see the steer, so the
 	// turn's consuming it (which deletes the row) always comes after.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
@@ -239,6 +258,7 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 		}
 		return tx.QueueTurn(lk, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
+		g.releaseTurn(lk)
 		return err
 	}
 	pt := pendingTurn{msg: m, origin: from.Conn}
@@ -256,10 +276,11 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	t.mu.Unlock()
 	if taken {
+		g.releaseTurn(lk)
 		return nil
 	}
 	// Echoed and owed: at shutdown the next start answers it, as Send's.
-	if err := g.enqueue(pt); err != nil && err != errShuttingDown {
+	if err := g.enqueueReserved(pt); err != nil && err != errShuttingDown {
 		return err
 	}
 	return nil
@@ -286,7 +307,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 }
 
 // ReadReceipt records that a person saw a message on one device and tells
-// the others.
+// the others; a request with an id is answered with the receipt.
 func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, messageID string) error {
 	if messageID == "" {
 		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
@@ -296,14 +317,25 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	}
 	dev := from.deviceID()
 	now := time.Now().UnixMilli()
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
-		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev})
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
+		return err
+	}
+	// The other devices get the receipt; the sender's request, when it
+	// carries an id, gets its one reply: the same receipt, with the id.
+	if from.Conn != nil && from.ReqID != 0 {
+		from.Conn.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, TS: now}, from.ReqID)
+	}
+	return nil
 }
 
-// History limits.
+// History limits. A page holds at most MaxHistory messages and, beyond its
+// newest message, MaxHistoryBytes of them: a page of long replies is cut
+// short (has_more set), as a page of many is.
 const (
-	DefaultHistory = 50
-	MaxHistory     = 200
+	DefaultHistory  = 50
+	MaxHistory      = 200
+	MaxHistoryBytes = 1 << 20
 )
 
 // History returns a page of a lane's messages, oldest first.
@@ -318,7 +350,24 @@ func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limi
 		limit = MaxHistory
 	}
 	ms, more, err := g.st.History(ctx, lk, before, limit)
-	return ms, more, notFound(err, "unknown before_message_id "+quote(before))
+	if err != nil {
+		return nil, false, notFound(err, "unknown before_message_id "+quote(before))
+	}
+	// Keep the newest messages that fit; the page goes on from the
+	// oldest kept, so nothing is skipped.
+	size := 0
+	for i := len(ms) - 1; i >= 0; i-- {
+		size += messageSize(&ms[i])
+		if size > MaxHistoryBytes && i < len(ms)-1 {
+			return ms[i+1:], true, nil
+		}
+	}
+	return ms, more, nil
+}
+
+// messageSize is about what a message takes in a frame.
+func messageSize(m *core.Message) int {
+	return 256 + len(m.Text) + len(m.Reasoning) + 256*len(m.Media)
 }
 
 // RegisterPush stores a device's push addresses.

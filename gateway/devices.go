@@ -18,6 +18,10 @@ type Device struct {
 	Name      string
 	FCMToken  string
 	NtfyTopic string
+	// Token names the token the device came with (its id, never the
+	// secret): limits a client could reset with a new device id are
+	// counted per token.
+	Token string
 }
 
 // Welcome is what a device learns when it connects.
@@ -54,6 +58,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	if err != nil {
 		return nil, Welcome{}, err
 	}
+	c.Token = d.Token // before the connection serves a frame
 	if old != nil {
 		old.Close(hub.ErrReplaced)
 	}
@@ -110,10 +115,10 @@ func (g *Gateway) greet(c *hub.Conn) {
 }
 
 // Sync replays to c, in cursor order, each outbox frame after cursor that
-// the device is not proven to have, through send. It returns the head it
+// the device is not proven to have and that was not queued on c already,
+// through send. It returns the head it
 // replayed up to and whether frames after cursor were already pruned.
 func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func(*core.Event) error) (head int64, truncated bool, err error) {
-	c.Settle()
 	if head, err = g.st.OutboxHead(ctx); err != nil {
 		return 0, false, err
 	}
@@ -151,14 +156,14 @@ func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func
 	return head, truncated, nil
 }
 
-// replayEvents returns the events at cursors that c is not proven to have:
+// replayEvents returns the events at cursors that c does not have (Has):
 // from the replay cache, or decoded from the outbox. A returned event may
 // be shared (cached): it has its cursor and must not be changed.
 func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64) ([]*core.Event, error) {
 	evs := make([]*core.Event, 0, len(cursors))
 	var missing []int64
 	for _, cur := range cursors {
-		if c.Proven(cur) {
+		if c.Has(cur) {
 			continue
 		}
 		ev := g.replay.get(cur)

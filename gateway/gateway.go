@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/irisgate/irisgate/agent"
@@ -29,6 +30,9 @@ type Config struct {
 	// pruned, and a sync from before them is reported truncated.
 	OutboxKeep   int64
 	OutboxMaxAge time.Duration
+	// PruneEvery is how often retention runs (1 min unless set); it also
+	// runs whenever the outbox has grown by a tenth of OutboxKeep since.
+	PruneEvery time.Duration
 	// ProgressEvery is how often a streaming reply's text is saved, bounding
 	// what a crash can lose of it.
 	ProgressEvery time.Duration
@@ -61,7 +65,11 @@ type Gateway struct {
 
 	writes chan *write
 	toPush chan *core.Event
-	replay *replayCache // nil: off
+	// pruneNow wakes the pruner when the outbox has grown past its bound
+	// (prunedAt: the head it last pruned at).
+	pruneNow chan struct{}
+	prunedAt atomic.Int64
+	replay   *replayCache // nil: off
 	// recovered is closed once Run has settled what the last run left
 	// open; connections are served only after it, or a turn started at
 	// once would be taken for one a crash left behind.
@@ -94,6 +102,9 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = time.Second
 	}
+	if cfg.PruneEvery == 0 {
+		cfg.PruneEvery = time.Minute
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -111,6 +122,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg: cfg, st: st, hub: h, log: log,
 		replay:    newReplayCache(1<<18, cfg.ReplayCache),
 		writes:    make(chan *write, 1024),
+		pruneNow:  make(chan struct{}, 1),
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
 		stopped:   make(chan struct{}),
@@ -300,6 +312,12 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 				g.notePush(w.ev)
 				if w.ev.Cursor > 0 {
 					g.cfg.Metrics.OutboxHead.Set(float64(w.ev.Cursor))
+					if w.ev.Cursor-g.prunedAt.Load() > pruneSlack(g.cfg.OutboxKeep) {
+						select {
+						case g.pruneNow <- struct{}{}:
+						default:
+						}
+					}
 				}
 			}
 			if w.done != nil {
@@ -379,20 +397,42 @@ func (g *Gateway) publish(ev *core.Event) {
 	g.hub.Publish(ev)
 }
 
+// pruneSlack is how many frames are committed after a pass before the
+// pruner is woken early: the outbox holds at most OutboxKeep plus that.
+func pruneSlack(keep int64) int64 { return max(keep/10, 100) }
+
+// pruneLoop enforces retention while the gateway runs: at start, every
+// PruneEvery (for the age bound) and whenever the outbox outgrew its
+// count bound. Each pass works in bounded transactions, letting commits
+// in between them.
 func (g *Gateway) pruneLoop(ctx context.Context) {
-	t := time.NewTicker(10 * time.Minute)
+	t := time.NewTicker(g.cfg.PruneEvery)
 	defer t.Stop()
 	for {
-		n, err := g.st.PruneOutbox(ctx, g.cfg.OutboxKeep, time.Now().Add(-g.cfg.OutboxMaxAge).UnixMilli())
-		if err != nil && ctx.Err() == nil {
-			g.log.Warn("outbox prune", "err", err)
-		} else if n > 0 {
-			g.log.Info("outbox pruned", "frames", n)
+		head, _ := g.st.OutboxHead(ctx)
+		var total int64
+		for ctx.Err() == nil {
+			n, more, err := g.st.PruneOutboxSome(ctx, g.cfg.OutboxKeep, time.Now().Add(-g.cfg.OutboxMaxAge).UnixMilli(), store.PruneChunk)
+			total += n
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Warn("outbox prune", "err", err)
+				}
+				break
+			}
+			if !more {
+				break
+			}
+		}
+		g.prunedAt.Store(head)
+		if total > 0 {
+			g.log.Info("outbox pruned", "frames", total)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.pruneNow:
 		}
 	}
 }

@@ -39,7 +39,9 @@ func (g *Gateway) UploadStart(ctx context.Context, from Caller, req UploadReques
 	if from.Conn == nil {
 		return core.Errorf(core.CodeUnsupported, "uploads need a connection")
 	}
-	return g.cfg.Media.Start(from.Conn.ID, from.Conn.DeviceID, from.ReqID, req.Ref, req.Kind, req.Mime, req.Filename, req.Size)
+	// The limits on unfinished uploads are the device's and, since a
+	// device id is the client's to choose, its token's as well.
+	return g.cfg.Media.Start(from.Conn.ID, from.Conn.DeviceID, from.Conn.Token, from.ReqID, req.Ref, req.Kind, req.Mime, req.Filename, req.Size)
 }
 
 // UploadChunk appends a binary frame to the connection's open upload. An

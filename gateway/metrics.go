@@ -10,6 +10,10 @@ type Metrics struct {
 	OutboxHead  prometheus.Gauge
 	TurnLatency prometheus.Histogram
 	Turns       *prometheus.CounterVec
+	// Pings counts WebSocket pings sent (keepalives and proofs of
+	// delivery); Limited counts what a bound refused or cut, by bound.
+	Pings   prometheus.Counter
+	Limited *prometheus.CounterVec
 }
 
 // NewMetrics makes the series and registers them with reg (nil: not registered).
@@ -21,9 +25,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OutboxHead:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "irisgate_outbox_head", Help: "Newest outbox cursor."}),
 		TurnLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "irisgate_turn_seconds", Help: "Wall-clock duration of agent turns.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
 		Turns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_turns_total", Help: "Agent turns, by outcome."}, []string{"outcome"}),
+		Pings:       prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_pings_total", Help: "WebSocket pings sent: keepalives and proofs of delivery."}),
+		Limited:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_limited_total", Help: "Requests and connections a resource bound refused or cut, by bound."}, []string{"bound"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns)
+		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited)
 	}
 	return m
 }

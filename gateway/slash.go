@@ -33,7 +33,7 @@ func init() {
 		{Name: "/retry", Description: "Answer your last message again", Category: "Session", run: cmdRetry},
 		{Name: "/undo", Description: "Remove your last message and its reply", Category: "Session", run: cmdUndo},
 		{Name: "/title", Description: "Rename this chat", ArgsHint: "<name>", Category: "Session", run: cmdTitle},
-		{Name: "/stop", Description: "Stop the running turn", Category: "Session", run: cmdStop},
+		{Name: "/stop", Description: "Stop the running turn (all: and drop the queued messages)", ArgsHint: "[all]", Category: "Session", run: cmdStop},
 		{Name: "/steer", Description: "Redirect the running turn", ArgsHint: "<text>", Category: "Session", run: cmdSteer},
 		{Name: "/queue", Description: "Queue a message to run after the current turn", ArgsHint: "<text>", Category: "Session", run: cmdQueue},
 		{Name: "/model", Description: "Switch model", ArgsHint: "[provider/model]", Category: "Configuration", run: cmdModel},
@@ -419,8 +419,31 @@ func cmdFast(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args st
 	})
 }
 
-func cmdStop(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string) error {
-	return g.Stop(ctx, Caller{}, lk)
+func cmdStop(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {
+	switch strings.ToLower(args) {
+	case "":
+		return g.Stop(ctx, Caller{}, lk)
+	case "all":
+	default:
+		return core.Errorf(core.CodeUnsupported, "use /stop (the running turn) or /stop all (and the queued messages)")
+	}
+	// The queue first: stopping the turn would start the next one.
+	n, err := g.dropQueued(ctx, lk)
+	if err != nil {
+		return err
+	}
+	if err := g.Stop(ctx, Caller{}, lk); err != nil {
+		return err
+	}
+	g.systemMessage(ctx, lk, fmt.Sprintf("⏹ Stopped; dropped %d queued message%s (they stay in the chat, unanswered).", n, plural(n)))
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func cmdSteer(ctx context.Context, g *Gateway, from Caller, lk core.Lane, args string) error {

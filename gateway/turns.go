@@ -23,6 +23,120 @@ type lane struct {
 	running *turn
 	active  bool // a goroutine is running the lane's turns
 	todos   []core.Todo
+	// reserved counts places held in pending for turns being stored
+	// (reserveTurn): the bound holds across concurrent senders.
+	reserved int
+}
+
+// MaxQueuedTurns bounds the messages of people waiting in one lane for
+// their turn (the running one aside). A message beyond it is refused
+// before it is stored, so what a restart reloads is bounded too. Cron runs
+// are not counted: they collapse to one waiting run per job.
+const MaxQueuedTurns = 32
+
+// queuedLocked counts the people's turns waiting in l; g.mu is held.
+func (l *lane) queuedLocked() int {
+	n := l.reserved
+	for _, pt := range l.pending {
+		if pt.cron == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// idleLocked reports whether nothing keeps l in the lanes map.
+func (l *lane) idleLocked() bool {
+	return !l.active && len(l.pending) == 0 && l.reserved == 0 && len(l.todos) == 0
+}
+
+// errQueueFull refuses a message when its lane's queue is full.
+var errQueueFull = core.Errorf(core.CodeRateLimited,
+	"%d messages already wait in this chat for the agent: wait for them, or send /stop all to stop the turn and drop them", MaxQueuedTurns)
+
+// reserveTurn holds a place in lk's queue for a turn about to be stored;
+// the caller then either enqueues it (enqueueReserved) or gives the place
+// back (releaseTurn).
+func (g *Gateway) reserveTurn(lk core.Lane) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down {
+		return errShuttingDown
+	}
+	l := g.lanes[lk]
+	if l == nil {
+		l = &lane{key: lk}
+		g.lanes[lk] = l
+	}
+	if l.queuedLocked() >= MaxQueuedTurns {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return errQueueFull
+	}
+	l.reserved++
+	return nil
+}
+
+// queueFull reports whether lk's queue has no room (reserveTurn decides;
+// this is a cheap look before any work).
+func (g *Gateway) queueFull(lk core.Lane) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.lanes[lk]
+	return l != nil && l.queuedLocked() >= MaxQueuedTurns
+}
+
+// releaseTurn gives back a place reserveTurn held.
+func (g *Gateway) releaseTurn(lk core.Lane) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.lanes[lk]; l != nil {
+		l.reserved--
+		if l.idleLocked() {
+			delete(g.lanes, lk)
+		}
+	}
+}
+
+// enqueueReserved queues a turn in the place reserveTurn held for it.
+func (g *Gateway) enqueueReserved(pt pendingTurn) error {
+	g.mu.Lock()
+	if l := g.lanes[pt.msg.Lane]; l != nil {
+		l.reserved--
+	}
+	g.mu.Unlock()
+	return g.enqueue(pt)
+}
+
+// dropQueued forgets the turns waiting in lk (not the running one): their
+// messages stay in history, unanswered. It returns how many of them were
+// people's.
+func (g *Gateway) dropQueued(ctx context.Context, lk core.Lane) (int, error) {
+	g.mu.Lock()
+	var dropped []pendingTurn
+	if l := g.lanes[lk]; l != nil {
+		dropped, l.pending = l.pending, nil
+	}
+	g.mu.Unlock()
+	if len(dropped) == 0 {
+		return 0, nil
+	}
+	people := 0
+	err := g.commit(ctx, func(tx *store.Tx) error {
+		for _, pt := range dropped {
+			if err := tx.EndTurn(pt.msg.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil)
+	for _, pt := range dropped {
+		if pt.cron != nil {
+			pt.cron.done(errCronStopped)
+		} else {
+			people++
+		}
+	}
+	return people, err
 }
 
 type pendingTurn struct {
@@ -121,7 +235,7 @@ func (g *Gateway) runLane(l *lane) {
 		if len(l.pending) == 0 || g.down {
 			l.active = false
 			l.pending = nil
-			if len(l.todos) == 0 {
+			if l.idleLocked() {
 				delete(g.lanes, l.key)
 			}
 			g.mu.Unlock()

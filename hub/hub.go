@@ -36,19 +36,21 @@ var DefaultLimits = Limits{MaxItems: 4096, MaxBytes: 8 << 20}
 type Conn struct {
 	ID       uint64
 	DeviceID string
-	codec    Codec
-	q        *queue
-	dev      *device
+	// Token identifies the token the connection authenticated with, for
+	// limits that a device id (chosen by the client) must not reset.
+	Token string
+	codec Codec
+	q     *queue
+	dev   *device
 
+	// Proof of delivery. A frame read from the device proves nothing
+	// about the frames written to it (TCP orders each direction on its
+	// own: the device may have sent it before ours arrived). What proves
+	// is the answer to a WebSocket Ping written after them: a peer
+	// answers a ping only once it has read everything before it.
 	mu      sync.Mutex
-	written []int64 // cursors written since the last read
-	// writing is true while a batch is on its way to the socket; a read
-	// meanwhile (readMid) counts as a read after that batch once it is
-	// written. Without it a device that answers the batch's last frame
-	// could be read before the writer gets round to recording the batch.
-	writing bool
-	readMid bool
-	settled *sync.Cond // on mu: signalled when a batch's write ends
+	written []int64 // cursors written and not yet covered by a ping
+	covered []int64 // cursors written before the ping in flight
 }
 
 // Take waits for queued frames, for a writer that stays alone with the
@@ -65,58 +67,54 @@ func (c *Conn) Drive(start func()) { c.q.drive(start) }
 // and everything queued before the close has been returned.
 func (c *Conn) Next(buf []Out) ([]Out, error) { return c.q.next(buf) }
 
-// Writing says a batch is about to be written.
-func (c *Conn) Writing() {
+// Wrote records that a batch left for the socket (every byte handed to
+// the kernel). It reports whether written frames wait for a proof.
+func (c *Conn) Wrote(batch []Out) bool {
 	c.mu.Lock()
-	c.writing, c.readMid = true, false
-	c.mu.Unlock()
-}
-
-// Wrote records that a batch went out on the socket; a batch whose write
-// failed is given as nil, so nothing of it is recorded.
-func (c *Conn) Wrote(batch []Out) {
-	c.mu.Lock()
-	defer c.settled.Broadcast()
+	defer c.mu.Unlock()
 	for _, o := range batch {
 		if o.Cursor != 0 {
 			c.written = append(c.written, o.Cursor)
 		}
 	}
-	var proven []int64
-	if c.readMid {
-		proven, c.written = c.written, nil
-	}
-	c.writing, c.readMid = false, false
+	return len(c.written) > 0
+}
+
+// Cover is called just before a ping is written: the frames written so
+// far are the ones its answer proves. It returns how many there are.
+func (c *Conn) Cover() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.covered = append(c.covered, c.written...)
+	c.written = c.written[:0]
+	return len(c.covered)
+}
+
+// Proved records the answer to the ping in flight: the frames it covered
+// have reached the device.
+func (c *Conn) Proved() {
+	c.mu.Lock()
+	cov := c.covered
+	c.covered = nil
 	c.mu.Unlock()
-	if len(proven) > 0 {
-		c.dev.prove(proven)
+	if len(cov) > 0 {
+		c.dev.prove(cov)
 	}
 }
 
-// Settle waits for a batch being written to be recorded, so a frame read
-// meanwhile (a sync request answering the batch's last frame, say) has
-// its proofs in place before they are looked at.
-func (c *Conn) Settle() {
+// Pending reports whether written frames wait for a ping to cover them.
+func (c *Conn) Pending() bool {
 	c.mu.Lock()
-	for c.writing {
-		c.settled.Wait()
-	}
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return len(c.written) > 0
 }
 
-// Read records that a frame came in: every frame written before it has
-// reached the device (TCP order), so those cursors are proven.
-func (c *Conn) Read() {
+// Unproved forgets the ping in flight, unanswered: its frames stay
+// unproven and sync replays them.
+func (c *Conn) Unproved() {
 	c.mu.Lock()
-	w := c.written
-	c.written = nil
-	if c.writing {
-		c.readMid = true
-	}
+	c.covered = nil
 	c.mu.Unlock()
-	if len(w) > 0 {
-		c.dev.prove(w)
-	}
 }
 
 // Send queues a frame for this connection alone; false means the queue
@@ -133,7 +131,14 @@ func (c *Conn) Close(err error) { c.q.close(err) }
 // Err is why the connection's queue closed, nil while it is open.
 func (c *Conn) Err() error { return c.q.err() }
 
-// Proven reports whether the device is known to have the frame at cursor.
+// Has reports whether the frame at cursor needs no replay on this
+// connection: the device is proven to have it, or it was queued on this
+// very connection, ahead of anything a replay would queue now. (If the
+// connection fails before the device reads it, it is unproven and the
+// next connection's sync replays it.)
+func (c *Conn) Has(cursor int64) bool { return c.q.sentHas(cursor) || c.dev.has(cursor) }
+
+// Proven reports whether the device is proven to have the frame at cursor.
 func (c *Conn) Proven(cursor int64) bool { return c.dev.has(cursor) }
 
 // device is what connections of one device share: its proven set.
@@ -142,7 +147,8 @@ type device struct {
 	proven Intervals
 	dirty  bool
 	conns  int
-	saving sync.Mutex // one save at a time, so an older set never lands last
+	saving sync.Mutex    // one save at a time, so an older set never lands last
+	notify chan struct{} // made by a waiter (WaitProven), closed by the next proof
 }
 
 func (d *device) prove(cursors []int64) {
@@ -151,6 +157,10 @@ func (d *device) prove(cursors []int64) {
 		d.proven.Add(c, c)
 	}
 	d.dirty = true
+	if d.notify != nil {
+		close(d.notify)
+		d.notify = nil
+	}
 	d.mu.Unlock()
 }
 
@@ -200,7 +210,6 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(
 		d = &device{proven: ParseIntervals(sd.Proven)}
 	}
 	c := &Conn{ID: h.nextID.Add(1), DeviceID: deviceID, codec: codec, q: newQueue(h.limits.MaxItems, h.limits.MaxBytes)}
-	c.settled = sync.NewCond(&c.mu)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur := h.devices[deviceID]; cur != nil {
@@ -351,4 +360,32 @@ func (h *Hub) ByID(id uint64) *Conn {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.conns[id]
+}
+
+// WaitProven waits until the device, connected now, is proven to have the
+// frame at cursor (tests and benchmarks wait on it instead of sleeping).
+func (h *Hub) WaitProven(ctx context.Context, deviceID string, cursor int64) error {
+	for {
+		h.mu.RLock()
+		d := h.devices[deviceID]
+		h.mu.RUnlock()
+		if d == nil {
+			return ErrClosed
+		}
+		d.mu.Lock()
+		if d.proven.Has(cursor) {
+			d.mu.Unlock()
+			return nil
+		}
+		if d.notify == nil {
+			d.notify = make(chan struct{})
+		}
+		ch := d.notify
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -14,15 +14,12 @@ type Out struct {
 	// while it waits (message.update per message, tool.progress per tool).
 	Key string
 	// Cursor is the outbox cursor of the frame, 0 for ephemeral frames;
-	// once written and followed by a read it is proven received.
+	// once written and followed by an answered ping it is proven received.
 	Cursor int64
 }
 
 // ErrSlow is the reason a connection whose queue overflowed is closed.
 var ErrSlow = errors.New("hub: device too slow, queue full")
-
-// ErrTooLarge refuses a frame larger than a connection's whole queue.
-var ErrTooLarge = errors.New("hub: frame larger than the connection's queue")
 
 // ErrClosed is returned by a closed queue.
 var ErrClosed = errors.New("hub: connection closed")
@@ -33,14 +30,24 @@ var ErrReplaced = errors.New("hub: replaced by a newer connection of the same de
 // queue is a connection's bounded outbound queue. Only coalescable frames
 // are ever dropped (replaced by newer ones); anything else that does not fit
 // closes the queue, and the device recovers with sync.
+//
+// The byte budget bounds the backlog, not the size of one frame: a frame
+// is charged at most a quarter of the budget (see charge), so one large
+// frame (a history page of long messages, a directory with icons, a reply
+// of many MiB) is delivered, while a device that lets several of them
+// pile up is too slow, as one that lets many small ones pile up is.
 type queue struct {
 	mu       sync.Mutex
 	items    []Out
 	keys     map[string]int // Key -> index in items
-	bytes    int
+	bytes    int            // charged, see charge
+	size     int            // the frames' real bytes, which replays pace by
 	maxItems int
 	maxBytes int
 	closed   error
+	// sent holds the cursors ever queued here: the connection will carry
+	// them (or fail), so a sync on it need not queue them again.
+	sent Intervals
 	// Made on first use, under mu: most connections never need them.
 	wake chan struct{} // take waits here
 	room chan struct{} // replay waits here for the queue to drain
@@ -60,6 +67,27 @@ func newQueue(maxItems, maxBytes int) *queue {
 	}
 }
 
+// charge is what a frame counts against the byte budget: its size, up to
+// a quarter of the budget. The memory a queue pins is then at most the
+// budget plus four frames of any size (the large ones are mostly shared
+// by every connection they are broadcast to).
+func (q *queue) charge(o Out) int { return min(len(o.Data), q.maxBytes/4) }
+
+// sentHas reports whether the frame at cursor was queued on this
+// connection.
+func (q *queue) sentHas(cursor int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sent.Has(cursor)
+}
+
+// noteSent records a queued frame's cursor; q.mu is held.
+func (q *queue) noteSent(o Out) {
+	if o.Cursor != 0 {
+		q.sent.Add(o.Cursor, o.Cursor)
+	}
+}
+
 // push adds o; it reports false (and closes the queue) when the cap is hit.
 func (q *queue) push(o Out) bool {
 	q.mu.Lock()
@@ -69,12 +97,14 @@ func (q *queue) push(o Out) bool {
 	}
 	if o.Key != "" {
 		if i, ok := q.keys[o.Key]; ok {
-			q.bytes += len(o.Data) - len(q.items[i].Data)
+			q.bytes += q.charge(o) - q.charge(q.items[i])
+			q.size += len(o.Data) - len(q.items[i].Data)
 			q.items[i] = o
+			q.noteSent(o)
 			return true
 		}
 	}
-	if len(q.items) >= q.maxItems || q.bytes+len(o.Data) > q.maxBytes {
+	if len(q.items) >= q.maxItems || q.bytes+q.charge(o) > q.maxBytes {
 		q.closeLocked(ErrSlow)
 		return false
 	}
@@ -85,7 +115,9 @@ func (q *queue) push(o Out) bool {
 		q.keys[o.Key] = len(q.items)
 	}
 	q.items = append(q.items, o)
-	q.bytes += len(o.Data)
+	q.bytes += q.charge(o)
+	q.size += len(o.Data)
+	q.noteSent(o)
 	q.kick()
 	return true
 }
@@ -143,7 +175,7 @@ func (q *queue) takeLocked(buf []Out) []Out {
 	clear(q.items)
 	q.items = q.items[:0]
 	clear(q.keys)
-	q.bytes = 0
+	q.bytes, q.size = 0, 0
 	return buf
 }
 
@@ -158,12 +190,11 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// pushWait adds o once the queue is at most half full: replays use it, so
-// a long sync flows at the device's pace instead of overflowing the queue.
+// pushWait adds o once the queue is at most half full (in real bytes):
+// replays and file transfers use it, so they flow at the device's pace
+// instead of overflowing the queue, holding little beyond the frame being
+// written. A frame over half the budget waits for an empty queue.
 func (q *queue) pushWait(ctx context.Context, o Out) error {
-	if len(o.Data) > q.maxBytes {
-		return ErrTooLarge
-	}
 	for {
 		q.mu.Lock()
 		if q.closed != nil {
@@ -171,9 +202,7 @@ func (q *queue) pushWait(ctx context.Context, o Out) error {
 			q.mu.Unlock()
 			return err
 		}
-		// A frame larger than half the budget waits for an empty queue
-		// instead, or it would wait for ever.
-		half := q.bytes+len(o.Data) <= q.maxBytes/2 || (len(q.items) == 0 && len(o.Data) <= q.maxBytes)
+		half := q.size+len(o.Data) <= q.maxBytes/2 || len(q.items) == 0
 		if len(q.items) < q.maxItems/2 && half {
 			q.mu.Unlock()
 			if !q.push(o) {
@@ -237,7 +266,7 @@ func (q *queue) closeLocked(err error) {
 		// Nobody will read these: the device recovers them with sync.
 		clear(q.items)
 		q.items = q.items[:0]
-		q.bytes = 0
+		q.bytes, q.size = 0, 0
 	}
 	q.kick()
 	signal(q.room)
@@ -258,7 +287,9 @@ func (q *queue) pushFront(o Out) bool {
 	q.items = append(q.items, Out{})
 	copy(q.items[1:], q.items)
 	q.items[0] = o
-	q.bytes += len(o.Data)
+	q.bytes += q.charge(o)
+	q.size += len(o.Data)
+	q.noteSent(o)
 	for k, i := range q.keys {
 		q.keys[k] = i + 1
 	}

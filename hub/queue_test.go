@@ -55,11 +55,13 @@ func TestQueueOverflowClosesAndDrops(t *testing.T) {
 }
 
 func TestQueueByteCap(t *testing.T) {
-	q := newQueue(100, 10)
-	if !q.push(Out{Data: make([]byte, 8)}) {
-		t.Fatal("first push refused")
+	q := newQueue(100, 100)
+	for i := range 5 {
+		if !q.push(Out{Data: make([]byte, 20)}) {
+			t.Fatalf("push %d refused", i+1)
+		}
 	}
-	if q.push(Out{Data: make([]byte, 8)}) {
+	if q.push(Out{Data: make([]byte, 20)}) {
 		t.Fatal("push past the byte cap accepted")
 	}
 }
@@ -126,27 +128,37 @@ func TestQueuePushFront(t *testing.T) {
 	}
 }
 
-// A frame over half the byte budget is queued once the queue is empty
-// (it used to wait until its context ended); one over the whole budget is
-// refused at once.
-func TestQueuePushWaitLargeFrame(t *testing.T) {
+// The byte budget bounds the backlog, not one frame: a frame larger than
+// the whole budget is queued (live and by a replay) and delivered; only a
+// pile of large frames overflows. Each is charged a quarter of the budget.
+func TestQueueTakesOneFrameLargerThanItsBudget(t *testing.T) {
 	q := newQueue(100, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q.push(Out{Data: make([]byte, 10)})
-	done := make(chan error, 1)
-	go func() { done <- q.pushWait(ctx, Out{Data: make([]byte, 80)}) }()
-	got, _ := q.take(ctx, nil)
-	if len(got) != 1 {
-		t.Fatalf("first take: %d frames", len(got))
+	if !q.push(Out{Data: make([]byte, 1000)}) {
+		t.Fatal("a frame of 10x the budget closed the queue")
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("large frame: %v", err)
+	if !q.push(Out{Data: make([]byte, 10)}) {
+		t.Fatal("a small frame behind the large one closed the queue")
 	}
-	if got, _ = q.take(ctx, got); len(got) != 1 || len(got[0].Data) != 80 {
-		t.Fatalf("second take: %d frames", len(got))
+	if got, _ := q.take(ctx, nil); len(got) != 2 || len(got[0].Data) != 1000 {
+		t.Fatalf("took %d frames", len(got))
 	}
-	if err := q.pushWait(ctx, Out{Data: make([]byte, 101)}); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("frame over the budget: %v", err)
+	if err := q.pushWait(ctx, Out{Data: make([]byte, 500)}); err != nil {
+		t.Fatalf("replaying a large frame: %v", err)
+	}
+	if got, _ := q.take(ctx, nil); len(got) != 1 || len(got[0].Data) != 500 {
+		t.Fatalf("took %d frames", len(got))
+	}
+	for i := range 4 {
+		if !q.push(Out{Data: make([]byte, 1000)}) {
+			t.Fatalf("large frame %d of 4 closed the queue", i+1)
+		}
+	}
+	if q.push(Out{Data: make([]byte, 1000)}) {
+		t.Fatal("a fifth large frame waiting fit in the budget")
+	}
+	if !errors.Is(q.err(), ErrSlow) {
+		t.Fatalf("closed with %v", q.err())
 	}
 }

@@ -51,7 +51,7 @@ func hexsum(b []byte) string {
 func put(t *testing.T, ms *Store, conn uint64, dev, ref string, data []byte) core.Media {
 	t.Helper()
 	size := int64(len(data))
-	if err := ms.Start(conn, dev, 1, ref, "", "", ref+".txt", &size); err != nil {
+	if err := ms.Start(conn, dev, "tok", 1, ref, "", "", ref+".txt", &size); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ms.Write(conn, data); err != nil {
@@ -151,7 +151,7 @@ func TestUploadStates(t *testing.T) {
 	ms, _, dir := setup(t, Limits{MaxSize: 100, MaxPending: 2})
 	size := int64(10)
 	start := func(reqID int64, ref string) error {
-		return ms.Start(1, "phone", reqID, ref, "image", "image/png", "x.png", &size)
+		return ms.Start(1, "phone", "tok", reqID, ref, "image", "image/png", "x.png", &size)
 	}
 	// Starting a ref again starts it over.
 	if err := start(1, "r"); err != nil {
@@ -196,7 +196,7 @@ func TestUploadStates(t *testing.T) {
 		t.Fatalf("the failed upload's end: %v", err)
 	}
 	big := int64(101)
-	if err := ms.Start(1, "phone", 6, "big", "", "", "", &big); core.AsError(err).Code != core.CodeMediaTooLarge {
+	if err := ms.Start(1, "phone", "tok", 6, "big", "", "", "", &big); core.AsError(err).Code != core.CodeMediaTooLarge {
 		t.Fatalf("a start over the limit: %v", err)
 	}
 	ms.Drop(1)

@@ -36,6 +36,10 @@ type Limits struct {
 	// MaxPendingBytes bounds the declared sizes of a device's unfinished
 	// uploads together.
 	MaxPendingBytes int64
+	// The devices of one token together may hold TokenDevices times a
+	// device's limits: a device id is the client's to choose, so without
+	// it a new id would buy a new allowance.
+	TokenDevices int
 	// RefTTL is how long an acknowledged upload waits for a message.send
 	// to attach it before it is forgotten.
 	RefTTL time.Duration
@@ -47,7 +51,10 @@ type Limits struct {
 const (
 	DefaultMaxSize    = 64 << 20
 	DefaultMaxPending = 8
-	DefaultRefTTL     = 24 * time.Hour
+	// DefaultTokenDevices: a phone, a tablet, a laptop and a browser may
+	// upload at once with one token.
+	DefaultTokenDevices = 4
+	DefaultRefTTL       = 24 * time.Hour
 )
 
 func (l *Limits) defaults() {
@@ -61,6 +68,9 @@ func (l *Limits) defaults() {
 		// Room for a few files at the limit, not for MaxPending of them:
 		// partial files are disk a device holds without having sent them.
 		l.MaxPendingBytes = 4 * l.MaxSize
+	}
+	if l.TokenDevices <= 0 {
+		l.TokenDevices = DefaultTokenDevices
 	}
 	if l.RefTTL <= 0 {
 		l.RefTTL = DefaultRefTTL
@@ -88,6 +98,7 @@ type Store struct {
 	mu    sync.Mutex
 	conns map[uint64]*connUploads
 	devs  map[string]*devUploads
+	toks  map[string]*devUploads // the same, by token
 }
 
 // Open opens the content store in dir, creating it. Uploads a previous run
@@ -98,7 +109,7 @@ func Open(dir string, st *store.Store, lim Limits, log *slog.Logger) (*Store, er
 		log = slog.Default()
 	}
 	s := &Store{dir: dir, tmp: filepath.Join(dir, "tmp"), st: st, lim: lim, log: log,
-		installing: map[string]int{}, conns: map[uint64]*connUploads{}, devs: map[string]*devUploads{}}
+		installing: map[string]int{}, conns: map[uint64]*connUploads{}, devs: map[string]*devUploads{}, toks: map[string]*devUploads{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ type upload struct {
 	ref   string
 	reqID int64 // the start's request id: errors while bytes arrive carry it
 	dev   *devUploads
+	tok   *devUploads // the same, counted for the device's token
 	meta  core.Media
 
 	mu  sync.Mutex // the connection's read loop against a Drop
@@ -38,7 +39,8 @@ type connUploads struct {
 	byRef map[string]*upload
 }
 
-// devUploads counts a device's unfinished uploads over its connections.
+// devUploads counts a device's unfinished uploads over its connections
+// (or, in Store.toks, a token's over its devices).
 type devUploads struct {
 	id    string
 	n     int
@@ -49,13 +51,14 @@ type devUploads struct {
 // media.upload.end with the reason.
 const maxFailed = 16
 
-// Start begins an upload for device dev on connection conn, of what the
-// device declared (checked and completed by Describe). A ref the
+// Start begins an upload for device dev (which came with token tok) on
+// connection conn, of what the device declared (checked and completed by
+// Describe). A ref the
 // connection is uploading already starts over. When a start is refused,
 // the binary frames sent after it are dropped without a word until the
 // next start: the device was told, and they must not land in the upload
 // that was open before.
-func (s *Store) Start(conn uint64, dev string, reqID int64, ref, kind, mimeType, filename string, size *int64) error {
+func (s *Store) Start(conn uint64, dev, tok string, reqID int64, ref, kind, mimeType, filename string, size *int64) error {
 	m, err := Describe(ref, kind, mimeType, filename, size)
 	if err == nil && m.Size > s.lim.MaxSize {
 		err = core.Errorf(core.CodeMediaTooLarge, "%q is %d bytes; the limit is %d", m.Filename, m.Size, s.lim.MaxSize)
@@ -63,7 +66,7 @@ func (s *Store) Start(conn uint64, dev string, reqID int64, ref, kind, mimeType,
 	var old *upload
 	s.mu.Lock()
 	if err == nil {
-		old, err = s.startLocked(conn, dev, reqID, ref, m)
+		old, err = s.startLocked(conn, dev, tok, reqID, ref, m)
 	}
 	if err != nil {
 		s.connLocked(conn).open = refused
@@ -89,7 +92,7 @@ func (s *Store) connLocked(conn uint64) *connUploads {
 	return c
 }
 
-func (s *Store) startLocked(conn uint64, dev string, reqID int64, ref string, m core.Media) (old *upload, err error) {
+func (s *Store) startLocked(conn uint64, dev, tok string, reqID int64, ref string, m core.Media) (old *upload, err error) {
 	c := s.connLocked(conn)
 	if old = c.byRef[ref]; old != nil {
 		s.forgetLocked(c, old)
@@ -103,6 +106,13 @@ func (s *Store) startLocked(conn uint64, dev string, reqID int64, ref string, m 
 	}
 	if d.bytes+m.Size > s.lim.MaxPendingBytes {
 		return old, core.Errorf(core.CodeRateLimited, "this device's unfinished uploads would hold %d bytes; the limit is %d: end some first", d.bytes+m.Size, s.lim.MaxPendingBytes)
+	}
+	td := s.toks[tok]
+	if td == nil {
+		td = &devUploads{id: tok}
+	}
+	if k := s.lim.TokenDevices; td.n >= k*s.lim.MaxPending || td.bytes+m.Size > int64(k)*s.lim.MaxPendingBytes {
+		return old, core.Errorf(core.CodeRateLimited, "the devices of this token have %d unfinished uploads (%d bytes declared); the limit is %d devices' worth: end some first", td.n, td.bytes, k)
 	}
 	t, err := s.newTemp()
 	if err != nil {
@@ -118,7 +128,10 @@ func (s *Store) startLocked(conn uint64, dev string, reqID int64, ref string, m 
 	s.devs[dev] = d
 	d.n++
 	d.bytes += m.Size
-	u := &upload{ref: ref, reqID: reqID, dev: d, meta: m, tmp: t, counts: true}
+	s.toks[tok] = td
+	td.n++
+	td.bytes += m.Size
+	u := &upload{ref: ref, reqID: reqID, dev: d, tok: td, meta: m, tmp: t, counts: true}
 	c.byRef[ref] = u
 	c.open = u
 	return old, nil
@@ -280,5 +293,11 @@ func (s *Store) releaseLocked(u *upload) {
 	d.bytes -= u.meta.Size
 	if d.n == 0 && s.devs[d.id] == d {
 		delete(s.devs, d.id)
+	}
+	td := u.tok
+	td.n--
+	td.bytes -= u.meta.Size
+	if td.n == 0 && s.toks[td.id] == td {
+		delete(s.toks, td.id)
 	}
 }

@@ -63,6 +63,8 @@ type App struct {
 	Push  *push.Pusher
 	Cron  *cron.Scheduler
 	Media *media.Store
+	// Metrics are the gateway's Prometheus series (benchmarks read them).
+	Metrics *gateway.Metrics
 	// FirstToken is set when Open minted the first device token because
 	// none existed; it is shown once.
 	FirstToken string
@@ -135,6 +137,7 @@ func Open(cfg AppConfig) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	m := gateway.NewMetrics(reg)
+	a.Metrics = m
 	backends, vapid, err := cfg.Push.backends(cfg.DataDir)
 	if err != nil {
 		return fail(err)
@@ -163,7 +166,10 @@ func Open(cfg AppConfig) (*App, error) {
 	a.Srv = New(cfg.Server, a.GW, auth, cfg.Log, reg, m)
 	// Made here, not in Serve: Close may run on another goroutine at any
 	// time and must find it (a Serve after Close then returns at once).
-	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
+	// Connections that send no request, or idle between requests, are
+	// bounded in time (the timeouts) and in number (ConnState).
+	a.http = &http.Server{Handler: a.Srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnState: a.Srv.ConnState, ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn)}
 
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop

@@ -19,6 +19,7 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
@@ -448,10 +449,21 @@ func TestUploadChecksum(t *testing.T) {
 	wantCode(t, err, "not_found")
 }
 
-func TestUploadLimitsPerDevice(t *testing.T) {
+// The limits on unfinished uploads are a device's and, since a device id is
+// the client's to choose, its token's: the devices of one token together
+// hold at most media.DefaultTokenDevices devices' worth. Another token
+// has limits of its own.
+func TestUploadLimitsPerDeviceAndToken(t *testing.T) {
 	g := testgw.Start(t, mediaLimits(media.Limits{MaxSize: testMax}))
 	a := g.Dial(t, "phone")
-	b := g.Dial(t, "tablet")
+	tok, _, err := gateway.CreateToken(context.Background(), g.App.Store, "tablet", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := g.DialErr(t, "tablet", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := make([][]byte, 9)
 	for i := range files {
 		files[i] = blob(1000+i, byte(20+i))
@@ -466,12 +478,21 @@ func TestUploadLimitsPerDevice(t *testing.T) {
 	if testgw.Str(t, f, "code") != "rate_limited" || !strings.Contains(testgw.Str(t, f, "message"), "unfinished uploads") {
 		t.Fatalf("the ninth upload: %s", f.Raw)
 	}
-	// Its bytes have no upload to go to.
-	if err := b.SendRaw(context.Background(), []byte{1}, true); err != nil {
-		t.Fatal(err)
+	// New device ids with the same token add up to the token's bound.
+	for d := 1; d < media.DefaultTokenDevices; d++ {
+		other := g.Dial(t, fmt.Sprint("phone-renamed-", d))
+		var starts []int64
+		for i := range 8 {
+			starts = append(starts, startUpload(t, other, fmt.Sprint("g", i), 10))
+		}
+		none(t, other.ID, barrier(t, other), func(f client.Frame) bool { return f.Type == "error" && slices.Contains(starts, f.ID) })
 	}
-	b.Expect("error", reply(0))
-	// Another device has limits of its own.
+	more := g.Dial(t, "phone-renamed-again")
+	id = startUpload(t, more, "f8", len(files[8]))
+	if f := more.Expect("error", reply(id)); testgw.Str(t, f, "code") != "rate_limited" || !strings.Contains(testgw.Str(t, f, "message"), "token") {
+		t.Fatalf("an upload beyond the token's bound under yet another device id: %s", f.Raw)
+	}
+	// Another token has limits of its own.
 	upload(t, b, "f8", files[8], 500)
 	// Ending one makes room.
 	for i := range 8 {

@@ -764,6 +764,9 @@ func TestMobilePrompts(t *testing.T) {
 		// /new asks before forgetting a conversation.
 		p.send(text(seq("m"), "remember this"))
 		p.finalText("echo: remember this")
+		// /new refuses while the turn runs, and it ends a moment after its
+		// final text: the avatar's rest, 100 ms of quiet later, is after it.
+		p.until(func(f mf) bool { return f.T() == "avatar" && f.S("state") == "idle" })
 		c := card("/new")
 		if c.S("kind") != "slash_confirm" || options(c) != "once:Start new session:primary,cancel:Cancel:danger" {
 			t.Fatalf("card = %v, options %s", c, options(c))

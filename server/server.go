@@ -5,19 +5,17 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +39,13 @@ type Config struct {
 	Push         string        // push backend named in hello.ack
 	NtfyServer   string
 	WebPushKey   string // VAPID public key offered to browsers
+
+	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
+	// not said hello yet, in all and from one address (see preHello).
+	MaxWaiting, MaxWaitingPerAddr int
+	// MaxBuffered bounds the bytes of the large frames being read and
+	// handled at once, over all connections (see budget).
+	MaxBuffered int64
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
@@ -71,6 +76,15 @@ func (c *Config) defaults() {
 	if c.MobileMaxFrame == 0 {
 		c.MobileMaxFrame = mobile.MaxFrameBytes
 	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 1024
+	}
+	if c.MaxBuffered < max(c.MaxFrame, c.MobileMaxFrame) {
+		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
+	}
+	if c.MaxWaitingPerAddr == 0 {
+		c.MaxWaitingPerAddr = 64
+	}
 }
 
 // helloLimit bounds the first frame, read before anyone is authenticated.
@@ -96,9 +110,15 @@ type Server struct {
 	tokens tokenConns // live connections by token, for revocation
 
 	mu      sync.Mutex
-	socks   map[*websocket.Conn]struct{}
-	waiting map[*websocket.Conn]*helloWait // sockets that have not said hello yet
+	socks   map[*websocket.Conn]*prober
+	waiting map[*helloWait]struct{} // sockets that have not said hello yet
+	pre     preHello                // their count, by address
 	down    bool
+
+	hmu         sync.Mutex
+	http        httpWaiting // connections before their upgrade (ConnState)
+	budget      *budget     // bytes of the large frames being read (readFrame)
+	helloBudget *budget     // the same, of hellos
 }
 
 // New makes a server for gw. reg and m are the registry and series the
@@ -109,14 +129,16 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	mob := mobile.New(mobile.Config{
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
-	return &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel,
-		socks: make(map[*websocket.Conn]struct{}), waiting: make(map[*websocket.Conn]*helloWait),
+	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered), helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4)),
+		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
-			{name: "iris", limit: cfg.MaxFrame, tooBig: tooBigFrame(cfg.MaxFrame),
+			{name: "iris", limit: cfg.MaxFrame, proofs: true, tooBig: tooBigFrame(cfg.MaxFrame), badText: badTextFrame,
 				tooBigErr: &closeErr{websocket.StatusMessageTooBig, "frame too large"}},
 		}}
+	s.registerBudgets()
+	return s
 }
 
 // Handler routes /ws, /healthz and /metrics.
@@ -143,19 +165,13 @@ func (s *Server) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		socks := make([]*websocket.Conn, 0, len(s.socks))
-		for c := range s.socks {
-			socks = append(socks, c)
+		socks := make([]*prober, 0, len(s.socks))
+		for _, p := range s.socks {
+			socks = append(socks, p)
 		}
 		s.mu.Unlock()
-		for _, c := range socks {
-			go func() {
-				pctx, cancel := context.WithTimeout(ctx, s.cfg.PingInterval)
-				defer cancel()
-				if err := c.Ping(pctx); err != nil && ctx.Err() == nil {
-					c.CloseNow() // dead peer: the read loop ends and cleans up
-				}
-			}()
+		for _, p := range socks {
+			p.ping() // a peer that does not answer within the interval is closed
 		}
 	}
 }
@@ -165,8 +181,9 @@ func (s *Server) Run(ctx context.Context) {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.down = true
-	for _, w := range s.waiting {
-		w.cut()
+	for w := range s.waiting {
+		w.shutdown = true
+		w.cutLocked()
 	}
 	s.mu.Unlock()
 	s.auth.StopDelays() // failing hellos held back are answered now
@@ -226,16 +243,23 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hw := &hijackWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
-	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // origin checked above
+	pr := &prober{s: s}
+	p := peer{addr: s.clientAddr(r), local: admin.IsLocal(r.Context())}
+	// Counted as waiting for its hello before the upgrade is answered, so
+	// the bounds see connections in the order they were made.
+	wait := s.waitHello(p.addr)
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{InsecureSkipVerify: true, OnPongReceived: pr.pong}) // origin checked above
 	if err != nil {
+		s.helloCame(wait)
 		s.wg.Done()
 		return
 	}
+	pr.ws = c
 	c.SetReadLimit(-1) // enforced per frame in readFrame, with an error frame
 	s.mu.Lock()
-	s.socks[c] = struct{}{}
+	s.socks[c] = pr
 	s.mu.Unlock()
-	sess, d, ok := s.hello(c, peer{addr: s.clientAddr(r), local: admin.IsLocal(r.Context())})
+	sess, d, ok := s.hello(c, pr, p, wait)
 	if !ok {
 		s.closed(c)
 		return
@@ -245,13 +269,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// state for the upgrade request are freed while the device idles.
 	go func() {
 		defer s.closed(c)
-		s.serve(c, hw.conn, sess, d)
+		s.serve(c, hw.conn, pr, sess, d)
 	}()
 }
 
 // closed forgets a connection's socket once its handling is over.
 func (s *Server) closed(c *websocket.Conn) {
 	s.mu.Lock()
+	if p := s.socks[c]; p != nil {
+		p.end()
+	}
 	delete(s.socks, c)
 	s.mu.Unlock()
 	c.CloseNow()
@@ -273,11 +300,17 @@ type session interface {
 // dialect is what the read loop needs to know of the connection's
 // dialect besides its session.
 type dialect struct {
-	name  string // metrics label
-	limit int64  // largest frame accepted
+	name   string // metrics label
+	limit  int64  // largest frame accepted
+	proofs bool   // outbox frames are proven (for sync): Iris; Hermes Mobile has no replay
 	// tooBig is the error frame and close for a frame over limit.
 	tooBig    []byte
 	tooBigErr *closeErr
+	// badText, when set, is the error frame for a text frame that is not
+	// UTF-8, which then closes the connection with 1007 (Iris, as RFC 6455
+	// §8.1 asks). Hermes Mobile answers such a frame itself with a
+	// non-fatal bad_frame, as its protocol says.
+	badText []byte
 }
 
 // fatalFrame reads a dialect's fatal error: the error frame to send and
@@ -310,6 +343,10 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p peer, first []by
 		if ms, err = s.mob.Open(ctx, mobile.Peer{Addr: p.addr, Local: p.local}, first); err == nil {
 			sess = ms
 		}
+	case iris.Is(first) && !utf8.Valid(first):
+		s.writeRaw(c, badTextFrame)
+		c.Close(errBadText.code, errBadText.reason)
+		return nil, d, false
 	case iris.Is(first):
 		d = s.dialects[1]
 		var is *iris.Session
@@ -338,11 +375,13 @@ type peer struct {
 	local bool   // over the admin socket
 }
 
-// hello reads and authenticates a connection's first frame.
-func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
-	w := s.waitHello(c)
-	typ, first, err := readFrame(s.base, c, helloLimit)
-	if !s.helloCame(c, w) {
+// hello reads and authenticates a connection's first frame, within the
+// wait w (waitHello).
+func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (session, dialect, bool) {
+	s.startHello(c, w)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, pr.stall)
+	defer release()
+	if !s.helloCame(w) {
 		return nil, dialect{}, false
 	}
 	if err != nil {
@@ -360,9 +399,12 @@ func (s *Server) hello(c *websocket.Conn, p peer) (session, dialect, bool) {
 
 // serve is a connection's read loop after its hello; writers are started
 // by the connection's queue when frames wait.
-func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dialect) {
+func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess session, d dialect) {
 	ctx := s.base
 	conn := sess.Conn()
+	if d.proofs {
+		pr.attach(conn)
+	}
 	s.mu.Lock()
 	if s.down {
 		// Shutdown may have closed the live connections before this one
@@ -376,10 +418,13 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 	}
 	writerDone := make(chan struct{})
 	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.name), done: writerDone}
+	if d.proofs {
+		w.prober = pr
+	}
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, err := readFrame(ctx, c, d.limit)
+		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})
@@ -387,25 +432,14 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 			}
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
-			// does), so frames written before it stay unproven.
+			// does), so frames written before it stay unproven. Nor does
+			// any other frame: see prober.
 			break
 		}
-		conn.Read()
-		if typ == websocket.MessageBinary {
-			s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
-			s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
-			continue
-		}
-		if err := s.safely(conn, d.name, func() error {
-			typ, err := sess.Handle(ctx, data)
-			s.m.FramesIn.WithLabelValues(d.name, typ).Inc()
-			return err
-		}); err != nil {
-			if frame, reason, ok := fatalFrame(err); ok {
-				conn.Send(hub.Out{Data: frame})
-				conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
-				break
-			}
+		stop := s.handleFrame(ctx, conn, sess, d, typ, data)
+		release()
+		if stop {
+			break
 		}
 	}
 	sess.Close()
@@ -414,54 +448,32 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, sess session, d dial
 	<-writerDone
 }
 
-// helloWait bounds the wait for a connection's first frame. The read
-// is not given a deadline: a read whose context ends closes the socket at
-// once, with no way to tell the device why. Closing the socket with a
-// status ends the read just as well.
-type helloWait struct {
-	t        *time.Timer
-	done     chan struct{} // closed when the timer's close has run
-	shutdown atomic.Bool
-}
-
-func (s *Server) waitHello(c *websocket.Conn) *helloWait {
-	w := &helloWait{done: make(chan struct{})}
-	w.t = time.AfterFunc(s.cfg.HelloTimeout, func() {
-		defer close(w.done)
-		if w.shutdown.Load() {
-			c.Close(websocket.StatusGoingAway, "gateway restarting")
-			return
-		}
-		s.writeRaw(c, helloTimeoutFrame)
-		c.Close(websocket.StatusPolicyViolation, helloTimeoutReason)
-	})
-	s.mu.Lock()
-	s.waiting[c] = w
-	if s.down { // Shutdown has been through the waiting sockets already
-		w.cut()
-	}
-	s.mu.Unlock()
-	return w
-}
-
-// cut ends the wait now, for a shutdown.
-func (w *helloWait) cut() {
-	w.shutdown.Store(true)
-	if w.t.Stop() {
-		w.t.Reset(0)
-	}
-}
-
-// helloCame ends c's wait for its first frame. False means the wait was
-// cut (the socket is closed or closing) and the frame must be ignored.
-func (s *Server) helloCame(c *websocket.Conn, w *helloWait) bool {
-	s.mu.Lock()
-	delete(s.waiting, c)
-	s.mu.Unlock()
-	if w.t.Stop() {
+// handleFrame handles one frame after the hello; true means the
+// connection is closing.
+func (s *Server) handleFrame(ctx context.Context, conn *hub.Conn, sess session, d dialect, typ websocket.MessageType, data []byte) bool {
+	if d.badText != nil && typ == websocket.MessageText && !utf8.Valid(data) {
+		// JSON decoding would turn the bad bytes into U+FFFD and store
+		// what the device never wrote.
+		conn.Send(hub.Out{Data: d.badText})
+		conn.Close(errBadText)
 		return true
 	}
-	<-w.done
+	if typ == websocket.MessageBinary {
+		s.m.FramesIn.WithLabelValues(d.name, "binary").Inc()
+		s.safely(conn, d.name, func() error { sess.HandleBinary(ctx, data); return nil })
+		return false
+	}
+	if err := s.safely(conn, d.name, func() error {
+		typ, err := sess.Handle(ctx, data)
+		s.m.FramesIn.WithLabelValues(d.name, typ).Inc()
+		return err
+	}); err != nil {
+		if frame, reason, ok := fatalFrame(err); ok {
+			conn.Send(hub.Out{Data: frame})
+			conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
+			return true
+		}
+	}
 	return false
 }
 
@@ -492,6 +504,9 @@ type writer struct {
 	conn *hub.Conn
 	out  prometheus.Counter
 	done chan struct{} // closed once the socket is closed
+	// prober, when set, is pinged after a batch that carried outbox
+	// frames: its answer proves them.
+	prober *prober
 }
 
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
@@ -502,7 +517,6 @@ func (w *writer) drain() {
 		if p := recover(); p != nil {
 			w.s.log.Error("panic in writer", "device", w.conn.DeviceID, "panic", fmt.Sprint(p))
 			w.c.CloseNow()
-			w.conn.Wrote(nil) // a sync waiting on the batch goes on
 			w.conn.Close(errors.New("writer failed"))
 			if !finished {
 				close(w.done)
@@ -540,7 +554,6 @@ func (w *writer) drain() {
 // frames count as written (for proofs of delivery) only once they have
 // left the cork, never while they wait in it.
 func (w *writer) write(buf []hub.Out) error {
-	w.conn.Writing()
 	w.sock.cork()
 	var err error
 	for _, o := range buf {
@@ -556,10 +569,11 @@ func (w *writer) write(buf []hub.Out) error {
 		err = uerr
 	}
 	if err != nil {
-		w.conn.Wrote(nil)
 		return err
 	}
-	w.conn.Wrote(buf)
+	if w.prober != nil && w.conn.Wrote(buf) {
+		w.prober.ping()
+	}
 	w.out.Add(float64(len(buf)))
 	return nil
 }
@@ -585,25 +599,10 @@ func (s *Server) writeRaw(c *websocket.Conn, data []byte) {
 	c.Write(ctx, websocket.MessageText, data)
 }
 
-var errTooBig = errors.New("frame too large")
-
-// readFrame reads one message, refusing it once it passes limit bytes:
-// memory grows with the bytes that arrive, never beyond the limit.
-func readFrame(ctx context.Context, c *websocket.Conn, limit int64) (websocket.MessageType, []byte, error) {
-	typ, r, err := c.Reader(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	var b bytes.Buffer
-	n, err := b.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return 0, nil, err
-	}
-	if n > limit {
-		return 0, nil, errTooBig
-	}
-	return typ, b.Bytes(), nil
-}
+var (
+	errTooBig  = errors.New("frame too large")
+	errBadText = &closeErr{websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8"}
+)
 
 func remoteHost(addr string) string {
 	if h, _, err := net.SplitHostPort(addr); err == nil {
@@ -622,6 +621,7 @@ var (
 	helloTimeoutFrame = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"no hello within the timeout"},` +
 		`"t":"error","code":"auth_required","message":"no hello within the timeout","fatal":true}`)
 	internalErrorFrame = []byte(`{"v":1,"type":"error","payload":{"code":"internal","message":"internal error"}}`)
+	badTextFrame       = []byte(`{"v":1,"type":"error","payload":{"code":"unsupported","message":"text frame is not valid UTF-8"}}`)
 )
 
 func tooBigFrame(limit int64) []byte {

@@ -56,6 +56,14 @@ func getChannel(row *sql.Row) (core.Channel, error) {
 	return c, err
 }
 
+// IconBytes is the size of the directory's icons (as stored, base64),
+// but for chatID's.
+func (t *Tx) IconBytes(except string) (int64, error) {
+	var n int64
+	err := t.queryRow(`SELECT COALESCE(SUM(LENGTH(icon)), 0) FROM channels WHERE chat_id != ?`, except).Scan(&n)
+	return n, err
+}
+
 // PutChannel inserts or replaces a directory entry.
 func (t *Tx) PutChannel(c core.Channel) error {
 	_, err := t.exec(`INSERT INTO channels (`+channelCols+`, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)

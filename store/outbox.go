@@ -108,10 +108,27 @@ func (s *Store) OutboxCursors(ctx context.Context, after, upto int64, limit int)
 }
 
 // PruneOutbox keeps the newest keep frames and removes those older than
-// minTS (epoch ms), whichever removes more, recording the floor.
+// minTS (epoch ms), whichever removes more, recording the floor. It works
+// in bounded transactions (PruneOutboxSome), so commits go on meanwhile.
 func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64, error) {
-	var removed int64
-	err := s.Write(ctx, func(tx *Tx) error {
+	var total int64
+	for {
+		n, more, err := s.PruneOutboxSome(ctx, keep, minTS, PruneChunk)
+		total += n
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+// PruneChunk is how many frames one pruning transaction removes at most:
+// the write lock it holds stays short (secure_delete overwrites them).
+const PruneChunk = 5000
+
+// PruneOutboxSome is one bounded step of PruneOutbox: it removes up to n
+// of the oldest frames retention removes, and reports whether more wait.
+func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error) {
+	err = s.Write(ctx, func(tx *Tx) error {
 		var cut sql.NullInt64
 		if err := tx.queryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
 			return err
@@ -119,14 +136,26 @@ func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64
 		if !cut.Valid {
 			return nil
 		}
-		res, err := tx.exec(`DELETE FROM outbox WHERE cursor <= ?`, cut.Int64)
+		var upto int64
+		if err := tx.queryRow(`SELECT MAX(cursor) FROM (SELECT cursor FROM outbox WHERE cursor <= ? ORDER BY cursor LIMIT ?)`, cut.Int64, n).Scan(&upto); err != nil {
+			return err
+		}
+		res, err := tx.exec(`DELETE FROM outbox WHERE cursor <= ?`, upto)
 		if err != nil {
 			return err
 		}
 		removed, _ = res.RowsAffected()
-		return tx.setMeta("outbox_floor", strconv.FormatInt(cut.Int64, 10))
+		more = upto < cut.Int64
+		return tx.setMeta("outbox_floor", strconv.FormatInt(upto, 10))
 	})
-	return removed, err
+	return removed, more, err
+}
+
+// OutboxLen is how many frames the outbox holds.
+func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&n)
+	return n, err
 }
 
 func (s *Store) meta(ctx context.Context, key string) (string, error) {

@@ -15,7 +15,7 @@ import (
 // (in-process, and as a subprocess of this binary for memory), driving
 // simulated devices over loopback WebSockets.
 type BenchCmd struct {
-	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model (or a-h, or all)." default:"all"`
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods (or a-i, or all)." default:"all"`
 	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
 
 	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
@@ -36,6 +36,7 @@ type BenchCmd struct {
 	SearchMessages  int           `help:"Search: messages in the store (default 1000000; quick 2000)."`
 	SearchQueries   int           `help:"Search: timed searches (default 2000; quick 100)."`
 	MediaSize       int           `help:"Media: bytes of the file uploaded and pulled (default 64 MiB; quick 8 MiB)."`
+	BaselineBin     string        `help:"Floods: also run each flood against the irisgate binary at this path, first (before/after in one run)." type:"path"`
 
 	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
 	GatewayLog bool          `help:"Print the in-process gateways' warnings and errors to stderr."`
@@ -60,6 +61,9 @@ func (c *BenchCmd) Run() error {
 	}
 	if c.GatewayLog {
 		o.GatewayLog = os.Stderr
+	}
+	if c.BaselineBin != "" {
+		o.BaselineCmd = bench.ServeCmd(c.BaselineBin)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
@@ -54,7 +55,10 @@ type Session struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 
-	syncMu sync.Mutex
+	// syncing is set while the connection's sync runs: one at a time, a
+	// second is refused (rate_limited) rather than queued, so a flood of
+	// syncs holds one goroutine, not one each.
+	syncing atomic.Bool
 	// Pulls are served one after another, in the order asked: binary
 	// frames do not say whose they are.
 	pulls    chan pullJob
@@ -90,7 +94,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	if h.DeviceID == "" {
 		h.DeviceID = core.NewID("dev_anon_")
 	}
-	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic}, codec{})
+	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic, Token: grant.TokenID}, codec{})
 	if err != nil {
 		return nil, fatal(id, err, "internal error")
 	}
@@ -226,6 +230,9 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		var p laneReq
 		if err := payload(env, &p); err != nil {
 			return err
+		}
+		if !s.syncing.CompareAndSwap(false, true) {
+			return errSyncing
 		}
 		s.wg.Add(1)
 		go s.sync(id, p.Cursor)
@@ -387,10 +394,14 @@ func nullableString(raw json.RawMessage, field string) (*string, error) {
 	return &v, nil
 }
 
+// errSyncing answers a sync sent while the connection's last one runs.
+var errSyncing = core.Errorf(core.CodeRateLimited, "a sync is already running on this connection: wait for its sync.done (or error)")
+
 func (s *Session) sync(id, cursor int64) {
 	defer s.wg.Done()
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
+	// Free before the answer is queued: a device that syncs again on
+	// reading it must find the way clear.
+	done := func() { s.syncing.Store(false) }
 	head, truncated, err := s.cfg.GW.Sync(s.ctx, s.conn, cursor, func(ev *core.Event) error {
 		data := withCursor(broadcast(ev), ev.Cursor)
 		if data == nil {
@@ -398,6 +409,7 @@ func (s *Session) sync(id, cursor int64) {
 		}
 		return s.conn.SendWait(s.ctx, hub.Out{Data: data, Cursor: ev.Cursor})
 	})
+	done()
 	if err != nil {
 		if s.ctx.Err() == nil && s.conn.Err() == nil {
 			s.cfg.Log.Error("sync failed", "device", s.conn.DeviceID, "err", err)

@@ -28,6 +28,7 @@ const (
 	ChunkChars         = 3500     // characters of a message frame
 	PromptTTLSeconds   = 300      // a card's default lifetime
 	MaxUploads         = 8        // unfinished multi-part uploads per device
+	TokenDevices       = 4        // a token's devices together: this many devices' uploads and buffers
 	MaxUploadBuffer    = 8 << 20  // their total size per device
 	MaxIDChars         = 128      // a client id is truncated to this
 	MaxDeviceField     = 120      // device fields are truncated to this

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -87,12 +88,20 @@ type Dialect struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by hub device id
+	// uploads counts unfinished multi-part uploads by token (hub.Conn's
+	// Token): besides a device's limits (the protocol's), a token's
+	// devices together hold at most TokenDevices times them, so device
+	// ids of the client's choosing do not buy memory without end.
+	uploads map[string]*tokenUploads
 }
+
+// tokenUploads is what one token's connections hold of unfinished files.
+type tokenUploads struct{ n, bytes int }
 
 // New makes the dialect.
 func New(cfg Config) *Dialect {
 	cfg.defaults()
-	d := &Dialect{cfg: cfg, dedupe: newDedupe(DedupeTTL, DedupeKeys), sessions: map[string]*Session{}}
+	d := &Dialect{cfg: cfg, dedupe: newDedupe(DedupeTTL, DedupeKeys), sessions: map[string]*Session{}, uploads: map[string]*tokenUploads{}}
 	d.cards = &cards{d: d, m: map[string]*card{}}
 	d.access = gateway.MobileAccess{Deliver: cfg.DeliverTokens, Allowed: cfg.AllowedDevices, Bindings: map[string][]string{}}
 	for _, e := range cfg.ExtraTokens {
@@ -202,7 +211,7 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 		}
 	}
 	s.codec = newCodec(d, hubID, s.lane, hubID)
-	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName}, s.codec)
+	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName, Token: tokenKey(grant.TokenID, h.Token)}, s.codec)
 	if err != nil {
 		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
 		return nil, fatal(errorf(CodeInternal, "internal error"))
@@ -250,9 +259,23 @@ func (s *Session) TokenID() string { return s.token }
 // auth_failed (fatal), then a close with 1008.
 func Revoked() *Fatal { return fatal(errorf(CodeAuthFailed, "this token was revoked")) }
 
+// tokenKey names the token a connection came with, for per-token limits:
+// a stored token's id or "env", else (bindings and delivery tokens share
+// an id) a digest of the token — never the token itself.
+func tokenKey(id, token string) string {
+	if id != "binding" && id != "deliver" {
+		return id
+	}
+	h := sha256.Sum256([]byte(token))
+	return id + ":" + hex.EncodeToString(h[:8])
+}
+
 // Close ends the session: timers stop and unfinished uploads are freed.
 func (s *Session) Close() {
 	s.codec.close()
+	for id := range s.uploads {
+		s.drop(id)
+	}
 	s.uploads, s.buffered, s.awaitText = nil, 0, nil
 	s.d.mu.Lock()
 	if s.d.sessions[s.hubID] == s {
@@ -390,9 +413,9 @@ func (s *Session) send(ctx context.Context, req gateway.SendRequest) *Error {
 // fromCore maps a core error to this dialect's codes.
 func fromCore(err error) *Error {
 	e := core.AsError(err)
-	code := CodeBadFrame
+	code := CodeBadFrame // also for rate_limited: a bound (a full lane queue), not an auth failure
 	switch e.Code {
-	case core.CodeAuth, core.CodeRateLimited:
+	case core.CodeAuth:
 		code = CodeAuthFailed
 	case core.CodeForbidden:
 		code = CodeForbidden
@@ -446,6 +469,9 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 		if len(s.uploads) >= MaxUploads {
 			return errorf(CodeTooBig, "%d unfinished multi-part uploads already: finish one first", MaxUploads)
 		}
+		if s.d.tokenUploads(s.conn.Token).n >= TokenDevices*MaxUploads {
+			return errorf(CodeTooBig, "the devices of this token have %d unfinished multi-part uploads: finish some first", TokenDevices*MaxUploads)
+		}
 	} else if len(u.parts) != m.Parts {
 		s.drop(id)
 		return errorf(CodeBadFrame, "parts changed from %d to %d within one file: the upload is dropped", len(u.parts), m.Parts)
@@ -464,6 +490,10 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 		s.drop(id)
 		return errorf(CodeTooBig, "this device's unfinished uploads would exceed %d bytes: finish one first", MaxUploadBuffer)
 	}
+	if s.d.tokenUploads(s.conn.Token).bytes+m.Size > TokenDevices*MaxUploadBuffer {
+		s.drop(id)
+		return errorf(CodeTooBig, "the unfinished uploads of this token's devices would exceed %d bytes: finish some first", TokenDevices*MaxUploadBuffer)
+	}
 	data, e := decodeB64("data", m.Data)
 	if e != nil {
 		s.drop(id)
@@ -472,6 +502,7 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 	if u == nil {
 		u = &upload{kind: m.Kind, parts: make([][]byte, m.Parts)}
 		s.uploads[id] = u
+		s.d.countUpload(s.conn.Token, 1, 0)
 	}
 	if u.mime == "" {
 		u.mime = m.Mime
@@ -486,6 +517,7 @@ func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
 	u.got++
 	u.size += len(data)
 	s.buffered += len(data)
+	s.d.countUpload(s.conn.Token, 0, len(data))
 	if u.got < len(u.parts) {
 		return nil
 	}
@@ -505,6 +537,33 @@ func (s *Session) drop(id string) {
 	if u := s.uploads[id]; u != nil {
 		s.buffered -= u.size
 		delete(s.uploads, id)
+		s.d.countUpload(s.conn.Token, -1, -u.size)
+	}
+}
+
+// tokenUploads is a copy of what tok's connections hold now.
+func (d *Dialect) tokenUploads(tok string) tokenUploads {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := d.uploads[tok]; t != nil {
+		return *t
+	}
+	return tokenUploads{}
+}
+
+// countUpload adds n uploads and size bytes to tok's count.
+func (d *Dialect) countUpload(tok string, n, size int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.uploads[tok]
+	if t == nil {
+		t = &tokenUploads{}
+		d.uploads[tok] = t
+	}
+	t.n += n
+	t.bytes += size
+	if t.n <= 0 {
+		delete(d.uploads, tok)
 	}
 }
 

@@ -1,0 +1,507 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/wire/mobile"
+)
+
+// Tests of the bounds on what one client can make the gateway hold. Each
+// reproduces a flood; the figures (goroutines, memory, a healthy device's
+// latency during it) come from `irisgate bench --scenarios floods`.
+
+// framesIn is how many frames of typ the gateway has handled, as its
+// /metrics says.
+func framesIn(t *testing.T, g *testgw.GW, dialect, typ string) int {
+	t.Helper()
+	return int(metric(t, g, fmt.Sprintf(`irisgate_frames_in_total{dialect=%q,type=%q}`, dialect, typ)))
+}
+
+// waitFramesIn waits until the gateway has handled n frames of typ.
+func waitFramesIn(t *testing.T, g *testgw.GW, dialect, typ string, n int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for framesIn(t, g, dialect, typ) < n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the gateway handled %d %s frames, want %d", framesIn(t, g, dialect, typ), typ, n)
+		}
+	}
+}
+
+// goroutinesIn counts the goroutines whose stack has fn in it.
+func goroutinesIn(fn string) int {
+	var b bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// A flood of sync requests on one connection holds one sync, not one
+// goroutine per request: while a sync runs, another is answered
+// rate_limited at once. Every request gets exactly one reply.
+func TestSyncFloodHoldsOneSync(t *testing.T) {
+	g := testgw.Start(t)
+	b := g.Dial(t, "tablet")
+	// Enough outbox to fill a's socket: its first sync then waits for a
+	// to read, which a does not do until the flood is in.
+	text := strings.Repeat("x", 60<<10)
+	for range 40 {
+		send(t, b, def, text)
+		b.Expect("agent.idle", nil)
+	}
+	a := dialRaw(t, g)
+	a.ws.SetReadLimit(1 << 20)
+	a.writeJSON(helloFrame(testgw.Token, "phone"))
+	if f, _ := a.read(); f.Type != "hello.ack" {
+		t.Fatalf("hello answered with %s", f.Raw)
+	}
+	const flood = 400
+	before := framesIn(t, g, "iris", "sync")
+	for i := range flood {
+		a.writeJSON(map[string]any{"v": 1, "id": 100 + i, "type": "sync", "payload": map[string]any{"cursor": 0}})
+	}
+	waitFramesIn(t, g, "iris", "sync", before+flood)
+	if n := goroutinesIn("wire/iris.(*Session).sync("); n > 1 {
+		t.Fatalf("%d goroutines hold a sync of one connection, want at most 1", n)
+	}
+
+	answers := map[int64][]string{}
+	for len(answers) < flood {
+		f, err := a.read()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(answers), err)
+		}
+		if f.ID >= 100 {
+			kind := f.Type
+			if f.Type == "error" {
+				kind += ":" + testgw.Str(t, f, "code")
+			}
+			answers[f.ID] = append(answers[f.ID], kind)
+		}
+	}
+	done := 0
+	for id, as := range answers {
+		if len(as) != 1 {
+			t.Errorf("sync %d answered %v", id, as)
+		}
+		switch as[0] {
+		case "sync.done":
+			done++
+		case "error:rate_limited":
+		default:
+			t.Errorf("sync %d answered %v", id, as)
+		}
+	}
+	if done != 1 {
+		t.Errorf("%d syncs ran, want the first alone", done)
+	}
+	// Once the sync is done, the next one runs.
+	a.writeJSON(map[string]any{"v": 1, "id": 9, "type": "sync", "payload": map[string]any{"cursor": 0}})
+	for {
+		f, err := a.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.ID == 9 {
+			if f.Type != "sync.done" {
+				t.Fatalf("sync after the flood answered %s", f.Raw)
+			}
+			break
+		}
+	}
+}
+
+// A read.receipt with an id gets exactly one reply (DECISIONS: every
+// request with an id does): the receipt itself, with the id. The other
+// devices get the receipt without it.
+func TestReadReceiptWithIDIsAnswered(t *testing.T) {
+	g := testgw.Start(t)
+	a := g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	msg := send(t, b, def, "read me")
+	b.Expect("agent.idle", nil)
+	a.Expect("agent.idle", nil)
+
+	f := a.MustDo("read.receipt", def, map[string]any{"message_id": msg})
+	if f.Type != "read.receipt" || testgw.Str(t, f, "message_id") != msg || f.ChatID != "default" {
+		t.Fatalf("read.receipt answered with %s", f.Raw)
+	}
+	got := b.Expect("read.receipt", func(f client.Frame) bool { return testgw.Str(t, f, "message_id") == msg })
+	if got.ID != 0 {
+		t.Errorf("the other device's receipt carries an id: %s", got.Raw)
+	}
+	none(t, "phone", barrier(t, a), func(f client.Frame) bool { return f.ID == 0 && f.Type == "read.receipt" })
+
+	// Without an id: no reply (the request asked for none).
+	if err := a.SendRaw(context.Background(), fmt.Appendf(nil, `{"v":1,"type":"read.receipt","chat_id":"default","payload":{"message_id":%q}}`, msg), false); err != nil {
+		t.Fatal(err)
+	}
+	none(t, "phone", barrier(t, a), func(f client.Frame) bool { return f.Type == "read.receipt" })
+}
+
+// A text frame that is not UTF-8 is refused, never stored with U+FFFD in
+// place of the bad bytes: Iris answers error{unsupported} and closes the
+// connection with 1007 (RFC 6455 §8.1).
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	g := testgw.Start(t)
+	a := dialRaw(t, g)
+	a.writeJSON(helloFrame(testgw.Token, "phone"))
+	if f, _ := a.read(); f.Type != "hello.ack" {
+		t.Fatalf("hello answered with %s", f.Raw)
+	}
+	a.write(websocket.MessageText, []byte("{\"v\":1,\"id\":3,\"type\":\"message.send\",\"chat_id\":\"default\",\"payload\":{\"text\":\"caf\xe9 au lait\"}}"))
+	got, st := a.untilClose()
+	var errs []client.Frame
+	for _, f := range got {
+		if f.Type == "error" {
+			errs = append(errs, f)
+		}
+		if f.Type == "message" {
+			t.Errorf("the message was taken: %s", f.Raw)
+		}
+	}
+	if len(errs) != 1 || testgw.Str(t, errs[0], "code") != "unsupported" {
+		t.Fatalf("frames before the close: %s, want one unsupported error", typesOf(got))
+	}
+	if st != websocket.StatusInvalidFramePayloadData {
+		t.Fatalf("close status %v, want 1007", st)
+	}
+	b := g.Dial(t, "tablet")
+	if h, err := history(t, b, def, nil); err != nil || len(h.Messages) != 0 {
+		t.Fatalf("history after the refused frame: %+v, %v", h.Messages, err)
+	}
+
+	// The same for a hello, before the dialect is known.
+	h := dialRaw(t, g)
+	h.write(websocket.MessageText, []byte("{\"v\":1,\"id\":1,\"type\":\"hello\",\"payload\":{\"token\":\"test-token\",\"device_id\":\"ph\xffne\"}}"))
+	got, st = h.untilClose()
+	if len(got) != 1 || got[0].Type != "error" || st != websocket.StatusInvalidFramePayloadData {
+		t.Fatalf("bad hello: %s, close %v", typesOf(got), st)
+	}
+}
+
+// A lane queues at most gateway.MaxQueuedTurns messages behind its running
+// turn: the next is refused (rate_limited) before it is stored, so a
+// restart reloads no more than that. /stop all stops the turn and drops
+// what is queued, in memory and in the store.
+func TestLaneQueueIsBounded(t *testing.T) {
+	g := testgw.Start(t, slowEcho(50*time.Millisecond))
+	a := g.Dial(t, "phone")
+	send(t, a, def, words(400)) // runs for 20 s unless stopped
+	a.Expect("message.start", nil)
+	accepted, refused := 0, 0
+	for i := range gateway.MaxQueuedTurns + 10 {
+		_, err := a.Do("message.send", def, map[string]any{"text": fmt.Sprintf("queued %d", i)})
+		if err != nil {
+			wantCode(t, err, "rate_limited")
+			refused++
+			continue
+		}
+		if refused > 0 {
+			t.Fatalf("message %d accepted after %d refused", i, refused)
+		}
+		accepted++
+	}
+	if accepted != gateway.MaxQueuedTurns || refused != 10 {
+		t.Fatalf("%d queued, %d refused; want %d and 10", accepted, refused, gateway.MaxQueuedTurns)
+	}
+	ctx := context.Background()
+	owed, err := g.App.Store.Turns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owed) != gateway.MaxQueuedTurns+1 {
+		t.Fatalf("%d turns owed in the store, want %d", len(owed), gateway.MaxQueuedTurns+1)
+	}
+	h, _ := history(t, a, def, map[string]any{"limit": 200})
+	users := 0
+	for _, m := range h.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if users != gateway.MaxQueuedTurns+1 {
+		t.Fatalf("history holds %d messages of the person, want the %d accepted", users, gateway.MaxQueuedTurns+1)
+	}
+
+	send(t, a, def, "/stop all")
+	// Its note and the stopped turn's agent.idle, in either order.
+	var sys client.Frame
+	idle := false
+	until(t, a, func(f client.Frame) bool {
+		if f.Type == "message" && testgw.Str(t, f, "role") == "system" {
+			sys = f
+		}
+		idle = idle || f.Type == "agent.idle"
+		return idle && sys.Type != ""
+	})
+	if !strings.Contains(testgw.Str(t, sys, "text"), fmt.Sprintf("dropped %d queued", gateway.MaxQueuedTurns)) {
+		t.Errorf("/stop all said %s", sys.Raw)
+	}
+	// Nothing runs next, nothing is owed any more.
+	a.Quiet("agent.busy", 300*time.Millisecond)
+	if owed, _ := g.App.Store.Turns(ctx); len(owed) != 0 {
+		t.Fatalf("%d turns still owed after /stop all", len(owed))
+	}
+	// And the lane takes messages again.
+	send(t, a, def, "after the stop")
+	a.Expect("agent.busy", nil)
+}
+
+// Hermes Mobile: a device holds 8 unfinished multi-part uploads and 8 MiB
+// of their parts (the protocol's limits); the devices of one token
+// together hold mobile.TokenDevices times that, so a device id of the
+// client's choosing does not buy memory without end.
+func TestMobileUploadsBoundedPerToken(t *testing.T) {
+	g := mobileGW(t)
+	chunk := func(id string) map[string]any {
+		return map[string]any{"t": "media", "id": id, "kind": "image", "data": b64(10), "part": 0, "parts": 2}
+	}
+	for d := range mobile.TokenDevices {
+		p := connectPhone(t, g, fmt.Sprint("tel-", d))
+		for i := range mobile.MaxUploads {
+			p.send(chunk(fmt.Sprintf("u%d-%d", d, i)))
+		}
+		if fs := p.barrier(); countT(fs, "error") != 0 {
+			t.Fatalf("device %d: %v", d, fs)
+		}
+	}
+	p := connectPhone(t, g, "tel-another-name")
+	e := p.wantError(chunk("u-more"), "too_big")
+	if !strings.Contains(e.S("message"), "token") {
+		t.Fatalf("refused with %v", e)
+	}
+}
+
+// dialFrom opens a WebSocket from a loopback address of its own
+// (127.0.0.0/8 is all loopback), saying nothing.
+func dialFrom(t *testing.T, g *testgw.GW, local string) *raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	ws, _, err := websocket.Dial(ctx, g.URL, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("dial from %s: %v", local, err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return &raw{t: t, ws: ws}
+}
+
+// Connections that never say hello are bounded, per address and in all:
+// past a bound the oldest waiting one is closed (after error{rate_limited},
+// at once: no close handshake a flood could stall), so a device that says
+// hello at once still gets in while the flood goes on.
+func TestConnectionsBeforeHelloAreBounded(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
+	// Per address: 8 wait from 127.0.0.2, the next 4 push out the 4 oldest.
+	var flood []*raw
+	for range 12 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.2"))
+	}
+	for i, r := range flood {
+		if i >= 4 {
+			break
+		}
+		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+			t.Fatalf("squatter %d: %s; want rate_limited, then the close", i, typesOf(got))
+		}
+	}
+	// A device that says hello gets in, flood or not.
+	d := g.Dial(t, "phone")
+	d.MustDo("ping", client.Lane{}, nil)
+	// In all: 8 wait from .2; 4 from .3 fill the bound, 4 more from .4
+	// push out the oldest of all, from .2.
+	for range 4 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.3"))
+	}
+	for range 4 {
+		flood = append(flood, dialFrom(t, g, "127.0.0.4"))
+	}
+	for i, r := range flood[4:8] {
+		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+			t.Fatalf("squatter %d from .2: %s; want rate_limited, then the close", i+4, typesOf(got))
+		}
+	}
+	// The rest still wait (until their hello timeout): a hello from them
+	// is answered.
+	last := flood[len(flood)-1]
+	last.writeJSON(helloFrame(testgw.Token, "late"))
+	if f, err := last.read(); err != nil || f.Type != "hello.ack" {
+		t.Fatalf("a waiting connection's hello: %v %s", err, f.Raw)
+	}
+}
+
+// TCP connections that send no HTTP request are held to the same bounds,
+// before any WebSocket: past one the oldest is closed.
+func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
+	var flood []net.Conn
+	for range 12 {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+		c, err := d.Dial("tcp", g.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		flood = append(flood, c)
+	}
+	for i, c := range flood[:4] {
+		c.SetReadDeadline(time.Now().Add(testgw.Wait))
+		if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("squatter %d still open (read %d, %v)", i, n, err)
+		}
+	}
+	// The newer ones are served.
+	last := flood[len(flood)-1]
+	fmt.Fprintf(last, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	last.SetReadDeadline(time.Now().Add(testgw.Wait))
+	if resp, err := http.ReadResponse(bufio.NewReader(last), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a waiting connection's request: %v", err)
+	}
+	d := g.Dial(t, "phone")
+	d.MustDo("ping", client.Lane{}, nil)
+}
+
+// Large frames being read are bounded in all: past 16 KiB a frame needs a
+// grant of its dialect's frame limit from the server's budget, so phones
+// that each start a 16 MiB frame and never finish it hold the budget, not
+// 16 MiB each; the others wait (unread: TCP pushes back on them), small
+// frames pass freely, and a grant handed back goes to the next in line.
+func TestLargeFramesBoundedInAll(t *testing.T) {
+	const budget = 2 * mobile.MaxFrameBytes
+	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MaxBuffered = budget })
+	healthy := connectPhone(t, g, "tel-healthy")
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var phones []*phone
+	for i := range 6 {
+		p := connectPhone(t, g, fmt.Sprint("tel-", i))
+		phones = append(phones, p)
+		w, err := p.ws.Writer(ctx, websocket.MessageText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			w.Write([]byte(`{"t":"text","id":"x","text":"`))
+			for range 15 { // 15 MiB of a frame, never finished
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 4)
+	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used != budget {
+		t.Fatalf("%v bytes granted, want the budget, %v", used, budget)
+	}
+	healthy.send(map[string]any{"t": "ping", "ts": 1})
+	if f := healthy.expect("pong", nil); f.T() != "pong" {
+		t.Fatalf("ping answered with %v", f)
+	}
+	// The phones gone, each grant goes to the next in line, which finds
+	// its connection closed and gives it back.
+	cancel()
+	for _, p := range phones {
+		p.ws.CloseNow()
+	}
+	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 0)
+	waitMetric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 0)
+}
+
+// waitMetric waits until a series of the gateway's /metrics has value v.
+func waitMetric(t *testing.T, g *testgw.GW, series string, v float64) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for metric(t, g, series) != v {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s = %v, want %v", series, metric(t, g, series), v)
+		}
+	}
+}
+
+// Retention holds while the gateway runs, not only at start-up: an outbox
+// that outgrows --outbox-keep is pruned back (in bounded steps), and a
+// sync from before the floor says truncated.
+func TestOutboxRetentionWhileRunning(t *testing.T) {
+	const keep = 50
+	g := testgw.Start(t, func(c *server.AppConfig) { c.OutboxKeep = keep })
+	a := g.Dial(t, "phone")
+	for i := range 300 {
+		createChannel(t, a, fmt.Sprint("c", i), "")
+	}
+	ctx := context.Background()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testgw.Wait)
+	for {
+		n, err := g.App.Store.OutboxLen(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n <= keep+100 { // the bound plus the slack before the pruner wakes
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the outbox holds %d frames, keep is %d", n, keep)
+		}
+	}
+	b := g.Dial(t, "tablet")
+	if _, done := syncAll(t, b, 0); testgw.P(t, done)["truncated"] != true {
+		t.Fatalf("a sync from 0 after pruning: %s", done.Raw)
+	}
+}
+
+// Hermes Mobile: a message into a lane whose queue is full is a non-fatal
+// bad_frame saying so (not auth_failed: "do not retry"), and the phone
+// stays connected.
+func TestMobileLaneQueueFull(t *testing.T) {
+	g := mobileGW(t, slowEcho(50*time.Millisecond))
+	p := connectPhone(t, g, "tel-1")
+	p.send(text("m0", words(400)))
+	p.expect("message", nil) // the reply streams: m0's turn runs, the queue is empty
+	for i := range gateway.MaxQueuedTurns {
+		p.send(text(fmt.Sprint("m", i+1), fmt.Sprint("queued ", i)))
+	}
+	e := p.wantError(text("m-over", "one too many"), "bad_frame")
+	if e.S("id") != "m-over" || !strings.Contains(e.S("message"), "/stop all") {
+		t.Fatalf("refused with %v", e)
+	}
+	p.send(text("m-stop", "/stop all"))
+	p.send(map[string]any{"t": "ping", "ts": 1})
+	p.expect("pong", nil)
+}

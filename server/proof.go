@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/hub"
+)
+
+// prober owns a socket's WebSocket pings: the keepalive and the proofs of
+// delivery. A peer answers a Ping only once it has read every frame
+// before it (browsers and WebSocket libraries do, without app code), so
+// the Pong proves the outbox frames written before the Ping. One ping is
+// in flight at a time; frames written meanwhile wait for the next, which
+// goes out as soon as the answer comes (and only when such frames exist):
+// under load a ping covers many batches, and an idle connection sends
+// only the keepalive.
+//
+// The answer is recognised by its payload, in the read loop itself
+// (OnPongReceived), so a proof is in place before any later frame of the
+// device is handled — a close, a sync. coder/websocket gives the n-th
+// Ping of a connection the payload "n"; the prober is the only caller of
+// Ping on its socket, so it knows which payload answers its ping. (Were
+// that ever to change, nothing would be proven and sync would replay
+// more, never less: TestSyncSkipsProvenFrames would say so.)
+type prober struct {
+	s  *Server
+	ws *websocket.Conn
+
+	mu       sync.Mutex
+	conn     *hub.Conn // the Iris connection whose frames it proves; nil before hello and for Hermes Mobile
+	pings    int64     // Ping calls made on ws
+	want     string    // payload of the ping in flight, "" when it was answered
+	inflight bool
+	ended    bool // the socket's handler is done: no new pings
+	// stalled is set while the read loop waits for a grant to read a
+	// large frame (readFrame): it reads nothing meanwhile, Pongs
+	// included, so an unanswered ping then says nothing of the peer.
+	stalled atomic.Bool
+}
+
+// stall is readFrame's report of a wait for a grant.
+func (p *prober) stall(on bool) { p.stalled.Store(on) }
+
+// attach makes the prober prove conn's frames.
+func (p *prober) attach(conn *hub.Conn) {
+	p.mu.Lock()
+	p.conn = conn
+	p.mu.Unlock()
+}
+
+// end stops new pings; the one in flight fails when the socket closes.
+func (p *prober) end() {
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+}
+
+// ping sends a ping unless one is in flight (whose answer, or its
+// absence, serves as well). The frames written so far are the ones it
+// proves.
+func (p *prober) ping() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight || p.ended {
+		return
+	}
+	p.startLocked()
+	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
+	go p.run()
+}
+
+// startLocked covers the frames written so far with the next ping.
+func (p *prober) startLocked() {
+	p.inflight = true
+	p.pings++
+	p.want = strconv.FormatInt(p.pings, 10)
+	if p.conn != nil {
+		p.conn.Cover()
+	}
+	p.s.m.Pings.Inc()
+}
+
+func (p *prober) run() {
+	defer p.s.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.PingInterval)
+		err := p.ws.Ping(ctx)
+		cancel()
+		p.mu.Lock()
+		conn := p.conn
+		if err != nil {
+			p.inflight, p.want = false, ""
+			p.mu.Unlock()
+			if conn != nil {
+				conn.Unproved()
+			}
+			if p.s.base.Err() == nil && !p.stalled.Load() {
+				p.ws.CloseNow() // a silent peer is dead: the read loop ends and cleans up
+			}
+			return
+		}
+		// The answer was handled by pong, in the read loop. Frames
+		// written since the ping went out need one of their own.
+		if p.ended || conn == nil || !conn.Pending() {
+			p.inflight, p.want = false, ""
+			p.mu.Unlock()
+			return
+		}
+		p.startLocked()
+		p.mu.Unlock()
+	}
+}
+
+// pong is the socket's OnPongReceived: run by the read loop, before it
+// reads the device's next frame.
+func (p *prober) pong(_ context.Context, payload []byte) {
+	p.mu.Lock()
+	if p.want == "" || string(payload) != p.want {
+		p.mu.Unlock()
+		return // unsolicited, or a late answer: proves nothing
+	}
+	p.want = ""
+	conn := p.conn
+	p.mu.Unlock()
+	if conn != nil {
+		conn.Proved()
+	}
+}
