@@ -84,7 +84,7 @@ func Open(cfg AppConfig) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile))
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.WithLog(cfg.Log))
 	if err != nil {
 		return nil, err
 	}

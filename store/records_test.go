@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -94,15 +92,6 @@ func rawExec(t *testing.T, s *Store, q string, args ...any) {
 	}
 }
 
-func golden(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("record", "testdata", "v0", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestUndecodableRowIsAnError(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
@@ -145,43 +134,5 @@ func TestUndecodableRowIsAnError(t *testing.T) {
 	}
 	if _, err := s.PushDevices(ctx); !errors.As(err, &ce) {
 		t.Fatalf("push devices over it: %v", err)
-	}
-}
-
-// Rows written before records read like new ones, beside them.
-func TestReadsV0AndV1Rows(t *testing.T) {
-	s := open(t)
-	ctx := context.Background()
-	lane := core.Lane{ChatID: "default"}
-	rawExec(t, s, `INSERT INTO outbox (type, chat_id, message_id, body, ts) VALUES ('message.stop', 'default', 'm_reply', ?, 1)`, golden(t, "event_message_stop.json"))
-	appendEvent(t, s, msgEvent(lane, "m_new"))
-	var evs []*core.Event
-	if err := s.ScanEvents(ctx, 0, 10, func(e *core.Event) error { evs = append(evs, e); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 2 || evs[0].Message.Runtime == nil || *evs[0].Message.Runtime.ContextPct != 42 || evs[1].Message.ID != "m_new" {
-		t.Fatalf("mixed outbox: %+v", evs)
-	}
-	rawExec(t, s, `INSERT INTO messages (id, chat_id, role, media, runtime, ts) VALUES ('m_old', 'default', 'user', ?, ?, 1)`,
-		golden(t, "media.json"), golden(t, "runtime.json"))
-	if m, err := s.Message(ctx, "m_old"); err != nil || len(m.Media) != 2 || m.Runtime.Model != "gpt-5" {
-		t.Fatalf("old message: %+v, %v", m, err)
-	}
-	rawExec(t, s, `INSERT INTO conversation (chat_id, body) VALUES ('default', ?)`, golden(t, "conversation_user.json"))
-	if err := s.Write(ctx, func(tx *Tx) error {
-		return tx.AppendConversation(lane, "", record.ConversationEntry{Role: "assistant", Content: "ok"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if conv, err := s.Conversation(ctx, lane); err != nil || len(conv) != 2 || conv[0].Attachments[0].Path == "" || conv[1].Content != "ok" {
-		t.Fatalf("mixed conversation: %+v, %v", conv, err)
-	}
-	rawExec(t, s, `INSERT INTO lane_settings (chat_id, body) VALUES ('default', ?)`, golden(t, "lane_settings.json"))
-	if ls, err := s.LaneSettings(ctx, lane); err != nil || ls.Approvals != "ask" || !ls.Fast {
-		t.Fatalf("old settings: %+v, %v", ls, err)
-	}
-	rawExec(t, s, `INSERT INTO devices (device_id, webpush) VALUES ('browser', ?)`, golden(t, "webpush.json"))
-	if d, err := s.Device(ctx, "browser"); err != nil || d.WebPush == nil || d.WebPush.Keys.Auth != "tBHItJI5svbpez7KI4CCXg" {
-		t.Fatalf("old subscription: %+v, %v", d, err)
 	}
 }

@@ -49,17 +49,8 @@ func EncodeConversation(e ConversationEntry) ([]byte, error) {
 
 // DecodeConversation decodes a conversation row's body.
 func DecodeConversation(b []byte) (ConversationEntry, error) {
-	n, err := VersionOf(KindConversation, b)
-	if err != nil {
-		return ConversationEntry{}, err
-	}
 	var e ConversationEntry
-	if n == 0 {
-		e, err = decodeConversationV0(b)
-	} else {
-		err = decodeV1(KindConversation, b, &e)
-	}
-	if err != nil {
+	if err := decodeV1(KindConversation, b, &e); err != nil {
 		return ConversationEntry{}, err
 	}
 	if e.Role == "" {
@@ -90,17 +81,8 @@ func EncodeLaneSettings(s LaneSettings) ([]byte, error) {
 
 // DecodeLaneSettings decodes a lane_settings row's body.
 func DecodeLaneSettings(b []byte) (LaneSettings, error) {
-	n, err := VersionOf(KindLaneSettings, b)
-	if err != nil {
-		return LaneSettings{}, err
-	}
 	var s LaneSettings
-	if n == 0 {
-		s, err = decodeLaneSettingsV0(b)
-	} else {
-		err = decodeV1(KindLaneSettings, b, &s)
-	}
-	if err != nil {
+	if err := decodeV1(KindLaneSettings, b, &s); err != nil {
 		return LaneSettings{}, err
 	}
 	s.V = Version
@@ -141,17 +123,8 @@ func EncodeWebPush(w WebPush) ([]byte, error) {
 
 // DecodeWebPush decodes a devices.webpush column.
 func DecodeWebPush(b []byte) (WebPush, error) {
-	n, err := VersionOf(KindWebPush, b)
-	if err != nil {
-		return WebPush{}, err
-	}
 	var w WebPush
-	if n == 0 {
-		w, err = decodeWebPushV0(b)
-	} else {
-		err = decodeV1(KindWebPush, b, &w)
-	}
-	if err != nil {
+	if err := decodeV1(KindWebPush, b, &w); err != nil {
 		return WebPush{}, err
 	}
 	if err := w.Check(); err != nil {

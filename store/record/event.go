@@ -208,13 +208,6 @@ func FromEvent(ev *core.Event) Event {
 // DecodeEvent decodes an outbox body. Its cursor is the row's, for the
 // caller to set.
 func DecodeEvent(b []byte) (*core.Event, error) {
-	n, err := VersionOf(KindEvent, b)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return decodeEventV0(b)
-	}
 	var r Event
 	if err := decodeV1(KindEvent, b, &r); err != nil {
 		return nil, err

@@ -33,13 +33,6 @@ func DecodeMedia(s string) ([]core.Media, error) {
 		return nil, nil
 	}
 	b := []byte(s)
-	n, err := VersionOf(KindMedia, b)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return decodeMediaV0(b)
-	}
 	var r MediaList
 	if err := decodeV1(KindMedia, b, &r); err != nil {
 		return nil, err
@@ -62,13 +55,6 @@ func DecodeRuntime(s string) (*core.Runtime, error) {
 		return nil, nil
 	}
 	b := []byte(s)
-	n, err := VersionOf(KindRuntime, b)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return decodeRuntimeV0(b)
-	}
 	var r RuntimeRow
 	if err := decodeV1(KindRuntime, b, &r); err != nil {
 		return nil, err

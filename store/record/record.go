@@ -17,7 +17,10 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/irisgate/irisgate/core"
 )
 
 // Version is the version every record is written with.
@@ -105,4 +108,84 @@ func decodeV1(kind string, b []byte, v any) error {
 		return &DecodeError{kind, err}
 	}
 	return nil
+}
+
+// Upgrade rewrites a stored body of kind as the current version: a
+// version 0 body is decoded with the frozen shapes and encoded anew
+// (changed); a current one is decoded to prove it reads and returned as it
+// is. Only the store's migration uses it: readers take the current version
+// only.
+func Upgrade(kind string, b []byte) (out []byte, changed bool, err error) {
+	n, err := VersionOf(kind, b)
+	if err != nil {
+		return nil, false, err
+	}
+	if n > Version {
+		return nil, false, &VersionError{kind, n}
+	}
+	if n == Version {
+		switch kind {
+		case KindEvent:
+			_, err = DecodeEvent(b)
+		case KindMedia:
+			_, err = DecodeMedia(string(b))
+		case KindRuntime:
+			_, err = DecodeRuntime(string(b))
+		case KindConversation:
+			_, err = DecodeConversation(b)
+		case KindLaneSettings:
+			_, err = DecodeLaneSettings(b)
+		case KindWebPush:
+			_, err = DecodeWebPush(b)
+		default:
+			err = fmt.Errorf("record: no kind %q", kind)
+		}
+		return b, false, err
+	}
+	switch kind {
+	case KindEvent:
+		var ev *core.Event
+		if ev, err = decodeEventV0(b); err == nil {
+			out, err = EncodeEvent(ev)
+		}
+	case KindMedia:
+		var ms []core.Media
+		if ms, err = decodeMediaV0(b); err == nil {
+			var s string
+			s, err = EncodeMedia(ms)
+			out = []byte(s)
+		}
+	case KindRuntime:
+		var r *core.Runtime
+		if r, err = decodeRuntimeV0(b); err == nil {
+			var s string
+			s, err = EncodeRuntime(r)
+			out = []byte(s)
+		}
+	case KindConversation:
+		var e ConversationEntry
+		if e, err = decodeConversationV0(b); err == nil {
+			out, err = EncodeConversation(e)
+		}
+	case KindLaneSettings:
+		var s LaneSettings
+		if s, err = decodeLaneSettingsV0(b); err == nil {
+			out, err = EncodeLaneSettings(s)
+		}
+	case KindWebPush:
+		var w WebPush
+		if w, err = decodeWebPushV0(b); err == nil {
+			out, err = EncodeWebPush(w)
+		}
+	default:
+		err = fmt.Errorf("record: no kind %q", kind)
+	}
+	if err != nil {
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			err = &DecodeError{kind, err}
+		}
+		return nil, false, err
+	}
+	return out, true, nil
 }

@@ -49,91 +49,114 @@ func v1Golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func TestDecodesV0Events(t *testing.T) {
+// upgrade is the migration's path for a version 0 golden: it must change,
+// its output must be testdata/v1's, and the decoders must refuse the v0
+// body itself.
+func upgrade(t *testing.T, kind, name string) []byte {
+	t.Helper()
+	v0 := readGolden(t, "v0", name)
+	if v, err := VersionOf(kind, v0); err != nil || v != 0 {
+		t.Fatalf("%s: version %d, %v", name, v, err)
+	}
+	v1, changed, err := Upgrade(kind, v0)
+	if err != nil || !changed {
+		t.Fatalf("%s: upgrade %v (changed %v)", name, err, changed)
+	}
+	v1Golden(t, name, v1)
+	if len(v1) >= len(v0) && kind == KindEvent {
+		t.Errorf("%s: v1 is %d bytes, v0 %d: v1 leaves empty fields out and should be smaller", name, len(v1), len(v0))
+	}
+	// Upgrading again changes nothing.
+	if again, changed, err := Upgrade(kind, v1); err != nil || changed || !bytes.Equal(again, v1) {
+		t.Errorf("%s: second upgrade %s %v %v", name, again, changed, err)
+	}
+	return v1
+}
+
+func refusesV0[T any](t *testing.T, name string, decode func([]byte) (T, error)) {
+	t.Helper()
+	var ve *VersionError
+	if _, err := decode(readGolden(t, "v0", name)); !errors.As(err, &ve) || ve.Got != 0 {
+		t.Errorf("%s: a reader took the v0 body (%v): only the migration may", name, err)
+	}
+}
+
+func TestUpgradesV0Events(t *testing.T) {
 	for name, want := range goldenEvents {
 		t.Run(name, func(t *testing.T) {
-			b := readGolden(t, "v0", name)
-			if v, err := VersionOf(KindEvent, b); err != nil || v != 0 {
-				t.Fatalf("version %d, %v", v, err)
+			v1 := upgrade(t, KindEvent, name)
+			got, err := DecodeEvent(v1)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded\n %+v, %v\nwant\n %+v", got, err, want)
 			}
-			got, err := DecodeEvent(b)
-			if err != nil {
-				t.Fatal(err)
+			if enc, _ := EncodeEvent(got); !bytes.Equal(enc, v1) {
+				t.Fatalf("re-encoded %s, upgraded %s", enc, v1)
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("decoded\n %+v\nwant\n %+v", got, want)
-			}
-			v1, err := EncodeEvent(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v1Golden(t, name, v1)
-			again, err := DecodeEvent(v1)
-			if err != nil || !reflect.DeepEqual(again, want) {
-				t.Fatalf("v1 round trip: %+v, %v", again, err)
-			}
-			if len(v1) >= len(b) {
-				t.Errorf("v1 is %d bytes, v0 %d: v1 leaves empty fields out and should be smaller", len(v1), len(b))
-			}
+			refusesV0(t, name, DecodeEvent)
 		})
 	}
 }
 
-func TestDecodesV0Columns(t *testing.T) {
+func TestUpgradesV0Columns(t *testing.T) {
+	str := func(f func(string) (any, error)) func([]byte) (any, error) {
+		return func(b []byte) (any, error) { return f(string(b)) }
+	}
 	for name, want := range goldenMedia {
-		got, err := DecodeMedia(string(readGolden(t, "v0", name)))
+		got, err := DecodeMedia(string(upgrade(t, KindMedia, name)))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v", name, got, err)
 		}
-		v1, _ := EncodeMedia(got)
-		v1Golden(t, name, []byte(v1))
-		if again, err := DecodeMedia(v1); err != nil || !reflect.DeepEqual(again, want) {
-			t.Errorf("%s: v1 round trip %+v, %v", name, again, err)
-		}
+		refusesV0(t, name, str(func(s string) (any, error) { return DecodeMedia(s) }))
 	}
 	for name, want := range goldenRuntime {
-		got, err := DecodeRuntime(string(readGolden(t, "v0", name)))
+		got, err := DecodeRuntime(string(upgrade(t, KindRuntime, name)))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v", name, got, err)
 		}
-		v1, _ := EncodeRuntime(got)
-		v1Golden(t, name, []byte(v1))
-		if again, err := DecodeRuntime(v1); err != nil || !reflect.DeepEqual(again, want) {
-			t.Errorf("%s: v1 round trip %+v, %v", name, again, err)
-		}
+		refusesV0(t, name, str(func(s string) (any, error) { return DecodeRuntime(s) }))
 	}
 	for name, want := range goldenConversation {
-		got, err := DecodeConversation(readGolden(t, "v0", name))
+		got, err := DecodeConversation(upgrade(t, KindConversation, name))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v", name, got, err)
 		}
-		v1, _ := EncodeConversation(got)
-		v1Golden(t, name, v1)
-		if again, err := DecodeConversation(v1); err != nil || !reflect.DeepEqual(again, want) {
-			t.Errorf("%s: v1 round trip %+v, %v", name, again, err)
-		}
+		refusesV0(t, name, DecodeConversation)
 	}
 	for name, want := range goldenLaneSettings {
-		got, err := DecodeLaneSettings(readGolden(t, "v0", name))
+		got, err := DecodeLaneSettings(upgrade(t, KindLaneSettings, name))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v", name, got, err)
 		}
-		v1, _ := EncodeLaneSettings(got)
-		v1Golden(t, name, v1)
-		if again, err := DecodeLaneSettings(v1); err != nil || !reflect.DeepEqual(again, want) {
-			t.Errorf("%s: v1 round trip %+v, %v", name, again, err)
-		}
+		refusesV0(t, name, DecodeLaneSettings)
 	}
 	for name, want := range goldenWebPush {
-		got, err := DecodeWebPush(readGolden(t, "v0", name))
+		got, err := DecodeWebPush(upgrade(t, KindWebPush, name))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v", name, got, err)
 		}
-		v1, _ := EncodeWebPush(got)
-		v1Golden(t, name, v1)
-		if again, err := DecodeWebPush(v1); err != nil || !reflect.DeepEqual(again, want) {
-			t.Errorf("%s: v1 round trip %+v, %v", name, again, err)
+		refusesV0(t, name, DecodeWebPush)
+	}
+}
+
+// What the migration cannot rewrite it is told, with an error it can
+// quarantine the row with.
+func TestUpgradeRefusesWhatIsNotARecord(t *testing.T) {
+	var de *DecodeError
+	var ve *VersionError
+	for _, c := range []struct{ kind, body string }{
+		{KindEvent, `{"Type":"","Lane":{}}`}, {KindEvent, `{"Type":"message","Message":7}`}, {KindEvent, `{"v":1,"type":""}`}, {KindEvent, `nope`},
+		{KindMedia, `[{"ID":5}]`}, {KindMedia, `{"ID":"x"}`}, {KindRuntime, `[]`}, {KindRuntime, `{"Model":1}`},
+		{KindConversation, `{"Content":"no role"}`}, {KindConversation, `{"Role":`},
+		{KindLaneSettings, `null`}, {KindLaneSettings, `{"fast":"yes"}`},
+		{KindWebPush, `{"endpoint":"http://plain","keys":{"p256dh":"a","auth":"b"}}`}, {KindWebPush, `{"endpoint":"https://x"}`},
+		{"nothing", `{}`},
+	} {
+		if _, _, err := Upgrade(c.kind, []byte(c.body)); err == nil || (c.kind != "nothing" && !errors.As(err, &de)) {
+			t.Errorf("%s %s: %v", c.kind, c.body, err)
 		}
+	}
+	if _, _, err := Upgrade(KindEvent, []byte(`{"v":2,"type":"message"}`)); !errors.As(err, &ve) || ve.Got != 2 {
+		t.Errorf("a newer version: %v", err)
 	}
 }
 
@@ -220,9 +243,9 @@ func TestRejectsWhatIsNotARecord(t *testing.T) {
 		body    string
 		version bool // a *VersionError, else a *DecodeError
 	}{
-		{``, false}, {`null`, false}, {`[]`, false}, {`"text"`, false}, {`{}`, false}, {`{"Type":""}`, false},
+		{``, false}, {`null`, false}, {`[]`, false}, {`"text"`, false}, {`{}`, true}, {`{"Type":""}`, true},
 		{`{"v":1}`, false}, {`{"v":1,"type":`, false}, {`{"v":0,"type":"message"}`, false}, {`{"v":-3}`, false},
-		{`{"v":1,"type":"message","message":"no"}`, false}, {`{"Type":"message","Message":7}`, false},
+		{`{"v":1,"type":"message","message":"no"}`, false}, {`{"Type":"message","Message":7}`, true}, // v0: the migration's
 		{`{"v":2,"type":"message"}`, true}, {`{ "type": "message", "v": 9 }`, true},
 	} {
 		_, err := DecodeEvent([]byte(c.body))
@@ -233,12 +256,12 @@ func TestRejectsWhatIsNotARecord(t *testing.T) {
 			t.Errorf("%s: %v, want a DecodeError", c.body, err)
 		}
 	}
-	for _, body := range []string{`{}`, `null`, `{"v":1,"role":""}`, `{"Role":5}`} {
+	for _, body := range []string{`{"v":1}`, `null`, `{"v":1,"role":""}`, `{"v":1,"role":5}`} {
 		if _, err := DecodeConversation([]byte(body)); !errors.As(err, &de) {
 			t.Errorf("conversation %s: %v", body, err)
 		}
 	}
-	for _, body := range []string{`{}`, `{"endpoint":"http://x","keys":{"p256dh":"a","auth":"b"}}`, `{"v":1,"endpoint":"https://x","keys":{}}`} {
+	for _, body := range []string{`{"v":1}`, `{"v":1,"endpoint":"http://x","keys":{"p256dh":"a","auth":"b"}}`, `{"v":1,"endpoint":"https://x","keys":{}}`} {
 		if _, err := DecodeWebPush([]byte(body)); !errors.As(err, &de) {
 			t.Errorf("webpush %s: %v", body, err)
 		}
@@ -345,9 +368,32 @@ func FuzzDecodeEvent(f *testing.F) {
 	})
 }
 
+// The migration meets whatever the old database holds.
+func FuzzUpgradeEvent(f *testing.F) {
+	for name := range goldenEvents {
+		b, err := os.ReadFile(filepath.Join("testdata", "v0", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, changed, err := Upgrade(KindEvent, b)
+		if err != nil {
+			return
+		}
+		if _, err := DecodeEvent(out); err != nil {
+			t.Fatalf("upgraded %q to %s, which does not decode: %v", b, out, err)
+		}
+		if again, ch, err := Upgrade(KindEvent, out); err != nil || ch || !bytes.Equal(again, out) {
+			t.Fatalf("upgrade of %s is not stable (changed %v, %v); first changed %v", out, ch, err, changed)
+		}
+	})
+}
+
 func FuzzDecodeConversation(f *testing.F) {
 	for name := range goldenConversation {
-		b, _ := os.ReadFile(filepath.Join("testdata", "v0", name))
+		b, _ := os.ReadFile(filepath.Join("testdata", "v1", name))
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
