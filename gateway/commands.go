@@ -11,6 +11,7 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
+	"github.com/irisgate/irisgate/store/record"
 )
 
 // Caller is the connection and request a command comes from.
@@ -380,17 +381,13 @@ func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyT
 		return err
 	}
 	if webPush != "" && webPush != "null" {
-		var sub struct {
-			Endpoint string `json:"endpoint"`
-			Keys     struct {
-				P256dh string `json:"p256dh"`
-				Auth   string `json:"auth"`
-			} `json:"keys"`
-		}
-		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || !strings.HasPrefix(sub.Endpoint, "https://") || sub.Keys.P256dh == "" || sub.Keys.Auth == "" {
+		// PushSubscription.toJSON() has the record's shape: its endpoint
+		// and keys are kept, the rest (expirationTime) is not.
+		var sub record.WebPush
+		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || sub.Check() != nil {
 			return core.Errorf(core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
 		}
-		if err := g.st.SetWebPush(ctx, from.deviceID(), webPush); err != nil {
+		if err := g.st.SetWebPush(ctx, from.deviceID(), sub); err != nil {
 			return err
 		}
 		if fcmToken == "" && ntfyTopic == "" {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -176,17 +175,13 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 		return evs, nil
 	}
 	stored := make(map[int64]*core.Event, len(missing))
-	err := g.st.ScanOutbox(ctx, missing[0]-1, missing[len(missing)-1], func(r store.OutboxRow) error {
-		if _, want := slices.BinarySearch(missing, r.Cursor); !want {
-			return nil
+	// A frame that does not decode fails the sync (the device is told
+	// internal, the log names the cursor): skipping it would leave a hole
+	// the device could never learn of.
+	err := g.st.ScanEvents(ctx, missing[0]-1, missing[len(missing)-1], func(ev *core.Event) error {
+		if _, want := slices.BinarySearch(missing, ev.Cursor); want {
+			stored[ev.Cursor] = ev
 		}
-		ev := new(core.Event)
-		if err := json.Unmarshal(r.Body, ev); err != nil {
-			g.log.Error("sync: unreadable outbox frame skipped", "cursor", r.Cursor, "err", err)
-			return nil
-		}
-		ev.Cursor = r.Cursor
-		stored[r.Cursor] = ev
 		return nil
 	})
 	if err != nil {
@@ -196,7 +191,7 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 	mi := 0
 	for _, ev := range evs {
 		if ev == nil {
-			ev = stored[missing[mi]] // nil when deleted meanwhile or unreadable
+			ev = stored[missing[mi]] // nil when deleted meanwhile
 			mi++
 		}
 		if ev != nil {

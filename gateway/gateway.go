@@ -5,7 +5,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -340,12 +339,8 @@ func (g *Gateway) applyWrite(tx *store.Tx, w *write) error {
 	if ev.TS == 0 {
 		ev.TS = time.Now().UnixMilli()
 	}
-	row, err := outboxRow(ev)
-	if err != nil {
-		return err
-	}
-	ev.Cursor, err = tx.AppendOutbox(row)
-	w.size = len(row.Body)
+	var err error
+	ev.Cursor, w.size, err = tx.AppendEvent(ev)
 	return err
 }
 
@@ -359,34 +354,6 @@ func (g *Gateway) remember(w *write) {
 	if w.ev.Cursor > 0 {
 		g.replay.add(w.ev, w.size)
 	}
-}
-
-// outboxRow serialises an event for the outbox. The body is the event's Go
-// form: the outbox belongs to the core, not to any dialect.
-func outboxRow(ev *core.Event) (store.OutboxRow, error) {
-	reply := ev.ReplyTo
-	ev.ReplyTo = nil // a replay answers no request
-	body, err := json.Marshal(ev)
-	ev.ReplyTo = reply
-	if err != nil {
-		return store.OutboxRow{}, err
-	}
-	r := store.OutboxRow{Type: string(ev.Type), ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Body: body, TS: ev.TS}
-	switch {
-	case ev.Message != nil:
-		r.MessageID = ev.Message.ID
-	case ev.Channel != nil:
-		l := ev.Channel.Lane()
-		r.ChatID, r.ThreadID = l.ChatID, l.ThreadID
-	case ev.Type == core.EvCommentary:
-		r.MessageID = ev.StreamID
-	case ev.Type == core.EvReadReceipt && len(ev.MessageIDs) == 1:
-		r.MessageID = ev.MessageIDs[0]
-	case ev.Type == core.EvMediaOffer && ev.Media != nil:
-		// Deleting the message the file came with deletes its offer.
-		r.MessageID = ev.Media.MessageID
-	}
-	return r, nil
 }
 
 // publish sends an ephemeral event to the devices now.

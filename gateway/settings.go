@@ -2,24 +2,16 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
+	"github.com/irisgate/irisgate/store/record"
 )
 
-// laneSettings are a lane's persistent choices.
-type laneSettings struct {
-	Provider      string `json:"provider,omitempty"`
-	Model         string `json:"model,omitempty"`
-	Reasoning     string `json:"reasoning,omitempty"`
-	ShowReasoning *bool  `json:"show_reasoning,omitempty"`
-	Fast          bool   `json:"fast,omitempty"`
-	// Approvals is the lane's approval mode (agent.AskAll, AskOutside);
-	// "" the tools' default. /yolo is not kept: it ends with the session.
-	Approvals string `json:"approvals,omitempty"`
-}
+// laneSettings are a lane's persistent choices, stored as they are (the
+// store owns their format). /yolo is not kept: it ends with the session.
+type laneSettings = record.LaneSettings
 
 // session is what a lane's session remembers until /new or a restart:
 // approvals given "for this session" and /yolo.
@@ -28,20 +20,19 @@ type session struct {
 	yolo     bool
 }
 
+// settings returns a lane's settings for a command: the defaults, logged,
+// when they cannot be read (a turn refuses to run instead, see runTurn;
+// saving new ones replaces the unreadable row).
 func (g *Gateway) settings(ctx context.Context, lk core.Lane) laneSettings {
-	var s laneSettings
-	if b, err := g.st.LaneSettings(ctx, lk); err == nil && b != nil {
-		json.Unmarshal(b, &s)
+	s, err := g.st.LaneSettings(ctx, lk)
+	if err != nil {
+		g.log.Error("lane settings unreadable, using the defaults", "lane", lk.String(), "err", err)
 	}
 	return s
 }
 
 func (g *Gateway) saveSettings(ctx context.Context, lk core.Lane, s laneSettings) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.SetLaneSettings(lk, b) }, nil)
+	return g.commit(ctx, func(tx *store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
 }
 
 func (g *Gateway) showReasoning(s laneSettings) bool {
@@ -90,20 +81,17 @@ func (g *Gateway) approveForLane(lk core.Lane, command string) {
 	g.mu.Unlock()
 }
 
-// loadConversation reads a lane's conversation for the agent.
+// loadConversation reads a lane's conversation for the agent. An entry
+// that does not decode fails it: the model is never given a conversation
+// with a hole in it.
 func (g *Gateway) loadConversation(ctx context.Context, lk core.Lane) ([]agent.Msg, error) {
-	bodies, err := g.st.Conversation(ctx, lk)
+	entries, err := g.st.Conversation(ctx, lk)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]agent.Msg, 0, len(bodies))
-	for _, b := range bodies {
-		var m agent.Msg
-		if err := json.Unmarshal(b, &m); err != nil {
-			g.log.Warn("skipping an unreadable conversation entry", "lane", lk.String(), "err", err)
-			continue
-		}
-		out = append(out, m)
+	out := make([]agent.Msg, len(entries))
+	for i, e := range entries {
+		out[i] = msgOf(e)
 	}
 	return out, nil
 }

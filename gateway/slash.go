@@ -221,8 +221,8 @@ func cmdStatus(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string
 		reasoning = "model default"
 	}
 	fmt.Fprintf(&b, "Reasoning: %s, shown: %v, fast: %v\n", reasoning, g.showReasoning(s), s.Fast)
-	conv, _ := g.st.Conversation(ctx, lk)
-	fmt.Fprintf(&b, "Conversation: %d entries\n", len(conv))
+	conv, _ := g.st.ConversationLen(ctx, lk) // counted, not read: /status works on a damaged one
+	fmt.Fprintf(&b, "Conversation: %d entries\n", conv)
 	g.mu.Lock()
 	queued, running := 0, false
 	if l := g.lanes[lk]; l != nil {
@@ -262,11 +262,11 @@ func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string
 	if g.laneBusy(lk) {
 		return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
 	}
-	conv, err := g.st.Conversation(ctx, lk)
+	conv, err := g.st.ConversationLen(ctx, lk) // /new must work on a conversation that does not decode
 	if err != nil {
 		return err
 	}
-	if len(conv) == 0 {
+	if conv == 0 {
 		return reset(ctx, from)
 	}
 	return g.openPicker(ctx, lk, &picker{

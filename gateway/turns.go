@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -292,10 +292,17 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		next, _ := t.closeSteering()
 		return next
 	}
-	settings := g.settings(fin, lk)
-	history, err := g.loadConversation(fin, lk)
+	// A lane whose settings or conversation cannot be read does not run
+	// (the turn fails below, and says why): the model would otherwise
+	// answer without the context the person sees.
+	settings, err := g.st.LaneSettings(fin, lk)
+	var history []agent.Msg
+	if err == nil {
+		history, err = g.loadConversation(fin, lk)
+	}
 	if err != nil {
-		g.log.Error("turn: loading the conversation", "lane", lk.String(), "err", err)
+		g.log.Error("turn: reading the lane's state", "lane", lk.String(), "err", err)
+		err = fmt.Errorf("this lane's stored state cannot be read (%w); /new starts a fresh conversation", err)
 	}
 	// The reply's id is known before it starts streaming so the
 	// conversation entries of the turn can be tied to it: deleting the
@@ -311,18 +318,15 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		// so a crash either side of it neither loses it nor answers it
 		// twice.
 		consumed := t.steeredBy(m.MessageID)
-		body, err := json.Marshal(m)
-		if err == nil {
-			err = g.commit(fin, func(tx *store.Tx) error {
-				if err := tx.AppendConversation(lk, tag, body); err != nil {
-					return err
-				}
-				if consumed {
-					return tx.EndTurn(m.MessageID)
-				}
-				return nil
-			}, nil)
-		}
+		err := g.commit(fin, func(tx *store.Tx) error {
+			if err := tx.AppendConversation(lk, tag, entryOf(m)); err != nil {
+				return err
+			}
+			if consumed {
+				return tx.EndTurn(m.MessageID)
+			}
+			return nil
+		}, nil)
 		if err != nil {
 			g.log.Error("turn: recording the conversation", "lane", lk.String(), "err", err)
 		}
@@ -442,11 +446,13 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	g.mu.Lock()
 	todos := l.todos
 	g.mu.Unlock()
-	err = g.cfg.Agent.Run(ctx, agent.Turn{
-		Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: g.withPaths(pt.msg.Media), Steer: t.steer,
-		Settings: g.agentSettings(lk, settings), History: history, Record: record, Cwd: g.cfg.Workdir,
-		Asker: laneAsker{g: g, lane: lk}, Todos: todos, Cron: agentCron{g},
-	}, emit)
+	if err == nil {
+		err = g.cfg.Agent.Run(ctx, agent.Turn{
+			Lane: lk, Input: pt.msg.Text, InputID: pt.msg.ID, Media: g.withPaths(pt.msg.Media), Steer: t.steer,
+			Settings: g.agentSettings(lk, settings), History: history, Record: record, Cwd: g.cfg.Workdir,
+			Asker: laneAsker{g: g, lane: lk}, Todos: todos, Cron: agentCron{g},
+		}, emit)
+	}
 	stopped := ctx.Err() != nil
 	untaken, forget := t.closeSteering()
 	// What the agent took is settled with the turn (its rows go with the

@@ -27,6 +27,7 @@ import (
 
 	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/store"
+	"github.com/irisgate/irisgate/store/record"
 )
 
 func openStore(t *testing.T) *store.Store {
@@ -267,11 +268,15 @@ func TestWebPushEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	wp := &WebPush{PublicKey: pub, PrivateKey: priv, Subscriber: "mailto:ops@example.invalid"}
-	sub, _ := json.Marshal(map[string]any{"endpoint": srv.URL + "/push/abc", "keys": map[string]string{
-		"p256dh": base64.RawURLEncoding.EncodeToString(uaKey.PublicKey().Bytes()),
-		"auth":   base64.RawURLEncoding.EncodeToString(auth),
-	}})
-	if err := wp.Send(context.Background(), string(sub), Note{Title: "Agent", Body: "hello ✓", ChatID: "default", Cursor: 12, Kind: "message", Collapse: "default"}); err != nil {
+	// The subscription as the store hands it over, through Address.
+	sub := wp.Address(store.Device{WebPush: &record.WebPush{Endpoint: srv.URL + "/push/abc", Keys: record.WebPushKeys{
+		P256dh: base64.RawURLEncoding.EncodeToString(uaKey.PublicKey().Bytes()),
+		Auth:   base64.RawURLEncoding.EncodeToString(auth),
+	}}})
+	if wp.Address(store.Device{}) != "" {
+		t.Fatal("a device without a subscription has a Web Push address")
+	}
+	if err := wp.Send(context.Background(), sub, Note{Title: "Agent", Body: "hello ✓", ChatID: "default", Cursor: 12, Kind: "message", Collapse: "default"}); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any

@@ -27,8 +27,14 @@ func GenerateVAPID() (public, private string, err error) {
 // Name implements Backend.
 func (w *WebPush) Name() string { return "webpush" }
 
-// Address implements Backend: the subscription JSON.
-func (w *WebPush) Address(d store.Device) string { return d.WebPush }
+// Address implements Backend: the subscription, as the JSON Send takes.
+func (w *WebPush) Address(d store.Device) string {
+	if d.WebPush == nil {
+		return ""
+	}
+	b, _ := json.Marshal(webpush.Subscription{Endpoint: d.WebPush.Endpoint, Keys: webpush.Keys{P256dh: d.WebPush.Keys.P256dh, Auth: d.WebPush.Keys.Auth}})
+	return string(b)
+}
 
 // Send implements Backend. The push service replaces a message not yet
 // delivered that has the same Topic (RFC 8030 §5.4, one per lane); what

@@ -112,7 +112,7 @@ func Open(cfg AppConfig) (*App, error) {
 	for _, p := range tightened {
 		cfg.Log.Warn("made private: it was readable by other users", "path", p)
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile))
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.WithLog(cfg.Log))
 	if err != nil {
 		lock.Release()
 		return nil, err

@@ -3,14 +3,16 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store/record"
 )
 
-// The agent's state per lane: its conversation with the model (entries
-// are opaque JSON the agent runtime owns), the lane's settings, and the
-// commands a person approved for good.
+// The agent's state per lane: its conversation with the model, the lane's
+// settings (both records, package record), and the commands a person
+// approved for good.
 
 // maxConversation bounds what is loaded for one turn; the runtime trims
 // further to fit the model's window.
@@ -18,29 +20,48 @@ const maxConversation = 4000
 
 // AppendConversation adds an entry to a lane's conversation. messageID,
 // when set, ties it to a chat message so deleting that message deletes it.
-func (t *Tx) AppendConversation(lane core.Lane, messageID string, body []byte) error {
-	_, err := t.exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
+func (t *Tx) AppendConversation(lane core.Lane, messageID string, e record.ConversationEntry) error {
+	body, err := record.EncodeConversation(e)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
 		lane.ChatID, lane.ThreadID, messageID, body)
 	return err
 }
 
-// Conversation returns a lane's newest entries, oldest first.
-func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([][]byte, error) {
-	rows, err := s.query(ctx, `SELECT body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
+// Conversation returns a lane's newest entries, oldest first. An entry
+// that does not decode fails the read (*CorruptError): a model given a
+// conversation with a hole in it would answer something else.
+func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([]record.ConversationEntry, error) {
+	rows, err := s.query(ctx, `SELECT seq, body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
 		ORDER BY seq DESC LIMIT ?) ORDER BY seq`, lane.ChatID, lane.ThreadID, maxConversation)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out [][]byte
+	var out []record.ConversationEntry
 	for rows.Next() {
+		var seq int64
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		if err := rows.Scan(&seq, &b); err != nil {
 			return nil, err
 		}
-		out = append(out, b)
+		e, err := record.DecodeConversation(b)
+		if err != nil {
+			return nil, &CorruptError{Table: "conversation", Key: strconv.FormatInt(seq, 10), Err: err}
+		}
+		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// ConversationLen counts a lane's conversation entries without reading
+// them, so /new and /status work on a conversation that does not decode.
+func (s *Store) ConversationLen(ctx context.Context, lane core.Lane) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&n)
+	return n, err
 }
 
 // ClearConversation starts a lane's conversation afresh (/new).
@@ -58,19 +79,30 @@ func (t *Tx) TruncateConversation(lane core.Lane, messageID string) error {
 	return err
 }
 
-// LaneSettings returns a lane's settings (nil when it has none).
-func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) ([]byte, error) {
+// LaneSettings returns a lane's settings (zero ones when it has none).
+func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSettings, error) {
 	var b []byte
 	err := s.queryRow(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
 	if err == sql.ErrNoRows {
-		return nil, nil
+		return record.LaneSettings{V: record.Version}, nil
 	}
-	return b, err
+	if err != nil {
+		return record.LaneSettings{}, err
+	}
+	ls, err := record.DecodeLaneSettings(b)
+	if err != nil {
+		return record.LaneSettings{}, &CorruptError{Table: "lane_settings", Key: lane.String(), Err: err}
+	}
+	return ls, nil
 }
 
 // SetLaneSettings stores a lane's settings.
-func (t *Tx) SetLaneSettings(lane core.Lane, body []byte) error {
-	_, err := t.exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
+func (t *Tx) SetLaneSettings(lane core.Lane, ls record.LaneSettings) error {
+	body, err := record.EncodeLaneSettings(ls)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
 		ON CONFLICT (chat_id, thread_id) DO UPDATE SET body = excluded.body`, lane.ChatID, lane.ThreadID, body)
 	return err
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+
+	"github.com/irisgate/irisgate/store/record"
 )
 
 // Device is what the gateway remembers of a device between connections.
@@ -11,7 +13,7 @@ type Device struct {
 	Name             string
 	FCMToken         string
 	NtfyTopic        string
-	WebPush          string // Web Push subscription, JSON
+	WebPush          *record.WebPush // nil: none
 	LastPushedCursor int64
 	// Proven is the set of outbox cursors the device is known to have,
 	// in the encoding of package hub's interval set.
@@ -21,12 +23,29 @@ type Device struct {
 // Device loads a device; a device never seen has zero fields but its ID.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
+	var webPush []byte
 	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).
-		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &d.WebPush, &d.LastPushedCursor, &d.Proven)
+		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.Proven)
 	if err == sql.ErrNoRows {
-		err = nil
+		return d, nil
 	}
+	if err != nil {
+		return d, err
+	}
+	d.WebPush, err = decodeWebPush(d.ID, webPush)
 	return d, err
+}
+
+// decodeWebPush reads a devices.webpush column ("" for none).
+func decodeWebPush(deviceID string, b []byte) (*record.WebPush, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	w, err := record.DecodeWebPush(b)
+	if err != nil {
+		return nil, &CorruptError{Table: "devices", Key: deviceID + " webpush", Err: err}
+	}
+	return &w, nil
 }
 
 // SeeDevice records a device's name (and push registration, when given) at hello.

@@ -3,11 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"strings"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store/record"
 )
 
 // Message states.
@@ -154,16 +154,12 @@ func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]cor
 			return nil, err
 		}
 		m.Stopped = state == stateStopped
-		if media != "" {
-			if err := json.Unmarshal([]byte(media), &m.Media); err != nil {
-				return nil, err
-			}
+		var err error
+		if m.Media, err = record.DecodeMedia(media); err != nil {
+			return nil, &CorruptError{Table: "messages", Key: m.ID + " media", Err: err}
 		}
-		if runtime != "" {
-			m.Runtime = new(core.Runtime)
-			if err := json.Unmarshal([]byte(runtime), m.Runtime); err != nil {
-				return nil, err
-			}
+		if m.Runtime, err = record.DecodeRuntime(runtime); err != nil {
+			return nil, &CorruptError{Table: "messages", Key: m.ID + " runtime", Err: err}
 		}
 		out = append(out, m)
 	}
@@ -172,21 +168,11 @@ func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]cor
 
 // encodeExtras serialises the optional parts of a message for their columns.
 func encodeExtras(m core.Message) (media, runtime string, err error) {
-	if len(m.Media) > 0 {
-		b, err := json.Marshal(m.Media)
-		if err != nil {
-			return "", "", err
-		}
-		media = string(b)
+	if media, err = record.EncodeMedia(m.Media); err != nil {
+		return "", "", err
 	}
-	if m.Runtime != nil {
-		b, err := json.Marshal(m.Runtime)
-		if err != nil {
-			return "", "", err
-		}
-		runtime = string(b)
-	}
-	return media, runtime, nil
+	runtime, err = record.EncodeRuntime(m.Runtime)
+	return media, runtime, err
 }
 
 func inList(ids []string) (string, []any) {

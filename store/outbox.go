@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store/record"
 )
 
-// OutboxRow is one durable frame. ChatID/ThreadID name the lane it belongs
-// to (for a channel.* frame: the entry itself, a thread under its parent), so
-// deleting a channel or thread deletes its frames; MessageID, when set, ties
-// it to a message so deleting the message deletes the frame.
+// OutboxRow is one durable frame as stored. ChatID/ThreadID name the lane
+// it belongs to (for a channel.* frame: the entry itself, a thread under its
+// parent), so deleting a channel or thread deletes its frames; MessageID,
+// when set, ties it to a message so deleting the message deletes the frame.
+// Body is the event's record (package record); ScanEvents decodes it.
 type OutboxRow struct {
 	Cursor    int64
 	Type      string
@@ -20,15 +24,42 @@ type OutboxRow struct {
 	TS        int64
 }
 
-// AppendOutbox adds a frame and returns its cursor. Cursors only grow, even
-// across deletes (AUTOINCREMENT never reuses a value).
-func (t *Tx) AppendOutbox(r OutboxRow) (int64, error) {
-	res, err := t.exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
-		r.Type, r.ChatID, r.ThreadID, r.MessageID, r.Body, r.TS)
+// AppendEvent adds a durable event to the outbox and returns its cursor and
+// the size of its stored body. Cursors only grow, even across deletes
+// (AUTOINCREMENT never reuses a value).
+func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
+	body, err := record.EncodeEvent(ev)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return res.LastInsertId()
+	r := outboxRow(ev)
+	res, err := t.exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
+		r.Type, r.ChatID, r.ThreadID, r.MessageID, body, ev.TS)
+	if err != nil {
+		return 0, 0, err
+	}
+	cursor, err = res.LastInsertId()
+	return cursor, len(body), err
+}
+
+// outboxRow is the columns an event's row is found and deleted by.
+func outboxRow(ev *core.Event) OutboxRow {
+	r := OutboxRow{Type: string(ev.Type), ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID}
+	switch {
+	case ev.Message != nil:
+		r.MessageID = ev.Message.ID
+	case ev.Channel != nil:
+		l := ev.Channel.Lane()
+		r.ChatID, r.ThreadID = l.ChatID, l.ThreadID
+	case ev.Type == core.EvCommentary:
+		r.MessageID = ev.StreamID
+	case ev.Type == core.EvReadReceipt && len(ev.MessageIDs) == 1:
+		r.MessageID = ev.MessageIDs[0]
+	case ev.Type == core.EvMediaOffer && ev.Media != nil:
+		// Deleting the message the file came with deletes its offer.
+		r.MessageID = ev.Media.MessageID
+	}
+	return r
 }
 
 // OutboxHead returns the newest cursor ever assigned (0 for none).
@@ -51,7 +82,7 @@ func (s *Store) OutboxFloor(ctx context.Context) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
-// ScanOutbox calls fn for each frame with after < cursor <= upto, in order,
+// ScanOutbox calls fn for each row with after < cursor <= upto, in order,
 // reading in pages so a long replay holds neither a big result in memory
 // nor a read transaction open for its whole length.
 func (s *Store) ScanOutbox(ctx context.Context, after, upto int64, fn func(OutboxRow) error) error {
@@ -86,6 +117,21 @@ func (s *Store) ScanOutbox(ctx context.Context, after, upto int64, fn func(Outbo
 		}
 		after = buf[len(buf)-1].Cursor
 	}
+}
+
+// ScanEvents calls fn with each event with after < cursor <= upto, in
+// order, decoded and with its cursor set. A row that does not decode stops
+// the scan with a *CorruptError: a replay never leaves a frame out
+// silently.
+func (s *Store) ScanEvents(ctx context.Context, after, upto int64, fn func(*core.Event) error) error {
+	return s.ScanOutbox(ctx, after, upto, func(r OutboxRow) error {
+		ev, err := record.DecodeEvent(r.Body)
+		if err != nil {
+			return &CorruptError{Table: "outbox", Key: strconv.FormatInt(r.Cursor, 10), Err: err}
+		}
+		ev.Cursor = r.Cursor
+		return fn(ev)
+	})
 }
 
 // OutboxCursors returns up to limit cursors of frames with after < cursor

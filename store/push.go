@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/irisgate/irisgate/store/record"
 )
 
 // PushJob is a push waiting to be sent (or retried).
@@ -146,10 +148,14 @@ func (s *Store) DropPushRegistration(ctx context.Context, deviceID, backend stri
 	return err
 }
 
-// SetWebPush stores a device's Web Push subscription (JSON).
-func (s *Store) SetWebPush(ctx context.Context, deviceID, subscription string) error {
-	_, err := s.exec(ctx, `INSERT INTO devices (device_id, webpush, last_seen) VALUES (?,?,?)
-		ON CONFLICT (device_id) DO UPDATE SET webpush = excluded.webpush`, deviceID, subscription, now())
+// SetWebPush stores a device's Web Push subscription.
+func (s *Store) SetWebPush(ctx context.Context, deviceID string, sub record.WebPush) error {
+	body, err := record.EncodeWebPush(sub)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, `INSERT INTO devices (device_id, webpush, last_seen) VALUES (?,?,?)
+		ON CONFLICT (device_id) DO UPDATE SET webpush = excluded.webpush`, deviceID, string(body), now())
 	return err
 }
 
@@ -164,7 +170,11 @@ func (s *Store) PushDevices(ctx context.Context) ([]Device, error) {
 	var out []Device
 	for rows.Next() {
 		var d Device
-		if err := rows.Scan(&d.ID, &d.Name, &d.FCMToken, &d.NtfyTopic, &d.WebPush, &d.LastPushedCursor); err != nil {
+		var webPush []byte
+		if err := rows.Scan(&d.ID, &d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor); err != nil {
+			return nil, err
+		}
+		if d.WebPush, err = decodeWebPush(d.ID, webPush); err != nil {
 			return nil, err
 		}
 		out = append(out, d)

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"sync"
@@ -23,8 +24,9 @@ var ErrNotFound = errors.New("not found")
 
 // Store is an open database.
 type Store struct {
-	w *sql.DB // one connection: the writer
-	r *sql.DB // readers
+	w   *sql.DB // one connection: the writer
+	r   *sql.DB // readers
+	log *slog.Logger
 
 	// Prepared statements by query text, one set per pool. modernc's
 	// driver compiles a query on every call otherwise, which was a fifth
@@ -93,9 +95,22 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return st.QueryRowContext(ctx, args...)
 }
 
+// Option configures Open.
+type Option func(*Store)
+
+// WithLog sets where the store reports its migrations and the rows it
+// keeps in quarantine (slog.Default() otherwise).
+func WithLog(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
 // Open opens (creating if needed) the database at path and brings its
-// schema up to date.
-func Open(path string) (*Store, error) {
+// schema up to date. Before a migration an older irisgate cannot undo, a
+// database that has data is copied to path.pre-v<version>.
+func Open(path string, opts ...Option) (*Store, error) {
+	return openAt(path, len(migrations), opts...)
+}
+
+// openAt opens the database and migrates it up to version upto.
+func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	q := url.Values{}
 	// secure_delete: deleted rows are overwritten, not just unlinked, so a
 	// hard delete leaves nothing in the file to recover.
@@ -116,10 +131,16 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
-	if err := s.migrate(); err != nil {
+	s := &Store{w: w, r: r, log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.migrate(path, upto); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	if upto >= recordsVersion {
+		s.warnQuarantine(path)
 	}
 	return s, nil
 }
@@ -227,12 +248,22 @@ func (t *Tx) Savepoint(fn func(*Tx) error) error {
 	return err
 }
 
-func (s *Store) migrate() error {
+func (s *Store) migrate(path string, upto int) error {
 	var version int
 	if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
 		return err
 	}
-	for i := version; i < len(migrations); i++ {
+	if version > len(migrations) {
+		return fmt.Errorf("the database is at version %d, from a newer irisgate (this one knows %d)", version, len(migrations))
+	}
+	for i := version; i < upto; i++ {
+		if oneWay[i+1] && version > 0 {
+			copied, err := s.backup(path, i+1)
+			if err != nil {
+				return fmt.Errorf("copying the database before migration %d (an older irisgate cannot read it afterwards; it needs as much free space as the database): %w", i+1, err)
+			}
+			s.log.Info("store: copied the database before a one-way migration", "copy", copied, "version", i+1)
+		}
 		tx, err := s.w.Begin()
 		if err != nil {
 			return err
@@ -240,6 +271,12 @@ func (s *Store) migrate() error {
 		if _, err := tx.Exec(migrations[i]); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if step := steps[i+1]; step != nil {
+			if err := step(tx, s.log); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
 		}
 		if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
 			tx.Rollback()
@@ -362,7 +399,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

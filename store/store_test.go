@@ -21,12 +21,12 @@ func open(t *testing.T) *Store {
 	return s
 }
 
-func appendRow(t *testing.T, s *Store, r OutboxRow) int64 {
+func appendEvent(t *testing.T, s *Store, ev *core.Event) int64 {
 	t.Helper()
 	var c int64
 	if err := s.Write(context.Background(), func(tx *Tx) error {
 		var err error
-		c, err = tx.AppendOutbox(r)
+		c, _, err = tx.AppendEvent(ev)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -34,15 +34,21 @@ func appendRow(t *testing.T, s *Store, r OutboxRow) int64 {
 	return c
 }
 
+func msgEvent(lane core.Lane, id string) *core.Event {
+	return &core.Event{Type: core.EvMessage, Lane: lane, Message: &core.Message{ID: id, Lane: lane, Role: core.RoleUser}}
+}
+
+var idle = &core.Event{Type: core.EvAgentIdle, Lane: core.Lane{ChatID: "default"}, TS: 100}
+
 func TestOutboxCursorNeverReused(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
-	c1 := appendRow(t, s, OutboxRow{Type: "message", ChatID: "default", MessageID: "m1", Body: []byte("{}")})
-	c2 := appendRow(t, s, OutboxRow{Type: "message", ChatID: "default", MessageID: "m2", Body: []byte("{}")})
+	c1 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m1"))
+	c2 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m2"))
 	if err := s.Write(ctx, func(tx *Tx) error { return tx.DeleteMessages(core.Lane{ChatID: "default"}, []string{"m2"}) }); err != nil {
 		t.Fatal(err)
 	}
-	c3 := appendRow(t, s, OutboxRow{Type: "message", ChatID: "default", MessageID: "m3", Body: []byte("{}")})
+	c3 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m3"))
 	if !(c1 < c2 && c2 < c3) {
 		t.Fatalf("cursors %d %d %d: the deleted tail's cursor was reused", c1, c2, c3)
 	}
@@ -62,7 +68,7 @@ func TestScanOutboxPages(t *testing.T) {
 	ctx := context.Background()
 	s.Write(ctx, func(tx *Tx) error {
 		for i := 0; i < 2500; i++ {
-			if _, err := tx.AppendOutbox(OutboxRow{Type: "agent.idle", Body: []byte("{}")}); err != nil {
+			if _, _, err := tx.AppendEvent(idle); err != nil {
 				return err
 			}
 		}
@@ -86,7 +92,7 @@ func TestPruneSetsFloor(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
-		appendRow(t, s, OutboxRow{Type: "agent.idle", Body: []byte("{}"), TS: 100})
+		appendEvent(t, s, idle)
 	}
 	n, err := s.PruneOutbox(ctx, 3, 0)
 	if err != nil || n != 7 {
@@ -155,9 +161,9 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 		tx.PutChannel(ch)
 		tx.PutChannel(th)
 		tx.InsertMessage(core.Message{ID: "m1", Lane: core.Lane{ChatID: "chan_1", ThreadID: "t_1"}, Role: "user"}, false)
-		tx.AppendOutbox(OutboxRow{Type: "message", ChatID: "chan_1", ThreadID: "t_1", MessageID: "m1", Body: []byte("{}")})
-		tx.AppendOutbox(OutboxRow{Type: "channel.created", ChatID: "chan_1", ThreadID: "t_1", Body: []byte("{}")})
-		tx.AppendOutbox(OutboxRow{Type: "message", ChatID: "default", MessageID: "keep", Body: []byte("{}")})
+		tx.AppendEvent(msgEvent(core.Lane{ChatID: "chan_1", ThreadID: "t_1"}, "m1"))
+		tx.AppendEvent(&core.Event{Type: core.EvChannelCreated, Channel: &th})
+		tx.AppendEvent(msgEvent(core.Lane{ChatID: "default"}, "keep"))
 		return nil
 	})
 	var gone []core.Channel

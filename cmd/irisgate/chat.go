@@ -264,7 +264,7 @@ func newChatSession(o chatOptions, out io.Writer, stop context.CancelFunc) *chat
 	return &chatSession{opts: o, out: out, color: o.Color, stop: stop,
 		seen: make(map[string]bool), shown: make(map[string]string), busy: make(map[client.Lane]bool),
 		oldest: make(map[client.Lane]string), more: make(map[client.Lane]bool),
-		notes: make(map[client.Lane][]msgInfo), shownFrom: make(map[client.Lane]int64)}
+		notes: make(map[client.Lane][]laneNote), lastSeen: make(map[client.Lane]string), shownFrom: make(map[client.Lane]int64)}
 }
 
 // readLines sends each line of in to lines and closes lines at the end.
@@ -404,9 +404,10 @@ type chatSession struct {
 	busy          map[client.Lane]bool
 	oldest        map[client.Lane]string // oldest message shown, for :history
 	more          map[client.Lane]bool
-	notes         map[client.Lane][]msgInfo // the gateway's own messages seen, for history pages
-	shownFrom     map[client.Lane]int64     // where the last history page shown began (ms)
-	quiet         int                       // bumped by any output of the current lane (for "working…")
+	notes         map[client.Lane][]laneNote // the gateway's own messages seen, for history pages
+	lastSeen      map[client.Lane]string     // each lane's newest message seen, which a note follows
+	shownFrom     map[client.Lane]int64      // where the last history page shown began (ms)
+	quiet         int                        // bumped by any output of the current lane (for "working…")
 	connected     bool
 	everConnected bool
 	fatalErr      error // why the chat was ended from within

@@ -322,7 +322,23 @@ func (s *chatSession) note(lane client.Lane, m msgInfo) {
 	if len(ns) >= maxNotes {
 		ns = ns[1:]
 	}
-	s.notes[lane] = append(ns, m)
+	s.notes[lane] = append(ns, laneNote{msgInfo: m, after: s.lastSeen[lane]})
+}
+
+// laneNote is a gateway message kept for history pages, with the message
+// it came after: timestamps are milliseconds, and a command's reply and
+// the next message often share one.
+type laneNote struct {
+	msgInfo
+	after string // the lane's newest message seen when it came
+}
+
+// saw records the newest message of a lane, which a note that comes next
+// follows.
+func (s *chatSession) saw(lane client.Lane, m msgInfo) {
+	if m.MessageID != "" && m.Role != "system" {
+		s.lastSeen[lane] = m.MessageID
+	}
 }
 
 // withNotes is a history page with the notes of its time put in, by
@@ -342,16 +358,31 @@ func (s *chatSession) withNotes(lane client.Lane, h historyInfo, older bool) []m
 	for _, m := range h.Messages {
 		in[m.MessageID] = true
 	}
-	var notes []msgInfo
+	// A note goes right after the message it came after when that is on
+	// the page, else where its time puts it.
+	following := map[string][]msgInfo{}
+	var loose []msgInfo
 	for _, n := range s.notes[lane] {
-		if n.TS >= lo && n.TS < hi && !in[n.MessageID] {
-			notes = append(notes, n)
+		switch {
+		case n.TS < lo || n.TS >= hi || in[n.MessageID]:
+		case in[n.after]:
+			following[n.after] = append(following[n.after], n.msgInfo)
+		default:
+			loose = append(loose, n.msgInfo)
 		}
 	}
-	if len(notes) == 0 {
+	if len(following) == 0 && len(loose) == 0 {
 		return h.Messages
 	}
-	out := append(append([]msgInfo(nil), h.Messages...), notes...)
+	out := make([]msgInfo, 0, len(h.Messages)+len(following)+len(loose))
+	for _, m := range h.Messages {
+		out = append(out, m)
+		out = append(out, following[m.MessageID]...)
+	}
+	if len(loose) == 0 {
+		return out
+	}
+	out = append(out, loose...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].TS < out[j].TS })
 	return out
 }

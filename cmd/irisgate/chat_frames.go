@@ -125,6 +125,8 @@ func (s *chatSession) handleFrame(f client.Frame) {
 	f.Decode(&m)
 	if f.Type == "message" && m.Role == "system" && m.MessageID != "" {
 		s.note(lane, m)
+	} else if f.Type == "message" || f.Type == "message.stop" {
+		s.saw(lane, m)
 	}
 	if lane != s.lane {
 		s.summarise(f, lane)
