@@ -45,11 +45,26 @@ func titlesDone(t *testing.T, g *testgw.GW) {
 }
 
 // noRename asserts that no title renames a thread: once the title work
-// has ended, whatever it published for d is before a barrier's pong.
-func noRename(t *testing.T, g *testgw.GW, d *testgw.Device) {
+// has ended, whatever it published for d is before a barrier's pong, or
+// among the frames d got already (a title runs beside the turn's end, so
+// its rename may come before the turn's agent.idle).
+func noRename(t *testing.T, g *testgw.GW, d *testgw.Device, got []client.Frame) {
 	t.Helper()
 	titlesDone(t, g)
-	none(t, d.ID, barrier(t, d), is(t, "channel.renamed"))
+	none(t, d.ID, append(got, barrier(t, d)...), is(t, "channel.renamed"))
+}
+
+// renamed waits for thread id's rename on d, looking first among the
+// frames d got already: it may have come before the turn's agent.idle.
+func renamed(t *testing.T, d *testgw.Device, got []client.Frame, id string) client.Frame {
+	t.Helper()
+	match := is(t, "channel.renamed", "chat_id", id)
+	for _, f := range got {
+		if match(f) {
+			return f
+		}
+	}
+	return d.Expect("channel.renamed", match)
 }
 
 func threadName(t *testing.T, d *testgw.Device, id string) string {
@@ -75,7 +90,11 @@ func TestAutoThreadTitle(t *testing.T) {
 		t.Fatalf("the instant title is %s", cr.Raw)
 	}
 	for _, d := range []*testgw.Device{a, b} {
-		rn := d.Expect("channel.renamed", is(t, "channel.renamed", "chat_id", lane.ThreadID))
+		var before []client.Frame
+		if d == a {
+			before = got // a's frames up to the turn's end; b's are all to come
+		}
+		rn := renamed(t, d, before, lane.ThreadID)
 		e := entry(t, rn)
 		if e.Name != "Lisbon in May: three days" || e.Kind != "thread" || e.ParentChatID == nil || *e.ParentChatID != "default" || rn.ID != 0 {
 			t.Fatalf("%s: the rename is %s", d.ID, rn.Raw)
@@ -99,8 +118,7 @@ func TestAutoThreadTitle(t *testing.T) {
 	t.Run("the next reply does not rename it again", func(t *testing.T) {
 		a := a.In(t)
 		r.reply("Noted.")
-		agTurn(t, a, lane, "And a day trip?")
-		noRename(t, r.g, a)
+		noRename(t, r.g, a, agTurn(t, a, lane, "And a day trip?"))
 		r.noMoreRequests(3)
 	})
 
@@ -114,7 +132,7 @@ func TestAutoThreadTitle(t *testing.T) {
 		mine := a.MustDo("channel.rename", client.Lane{ChatID: lane.ThreadID}, map[string]any{"name": "Kitchen money"})
 		until(t, a, reply(mine.ID))
 		close(hold)
-		noRename(t, r.g, a)
+		noRename(t, r.g, a, nil) // the title was held until now
 		if n := threadName(t, a, lane.ThreadID); n != "Kitchen money" {
 			t.Fatalf("the thread is named %q after the late title", n)
 		}
@@ -140,9 +158,9 @@ func TestAutoThreadTitle(t *testing.T) {
 		a := a.In(t)
 		r.reply("Sure.")
 		r.script(fakeopenai.Script{Status: 500}, fakeopenai.Script{Status: 500}) // the request and its retry
-		lane, _ := autoThread(t, a, "Remind me about the plants")
+		lane, got := autoThread(t, a, "Remind me about the plants")
 		r.requests(11)
-		noRename(t, r.g, a)
+		noRename(t, r.g, a, got)
 		if n := threadName(t, a, lane.ThreadID); n != "Remind me about the plants" {
 			t.Fatalf("the thread is named %q", n)
 		}
@@ -160,7 +178,7 @@ func TestAutoThreadTitle(t *testing.T) {
 		a.Expect("message.update", func(f client.Frame) bool { return f.ThreadID == lane.ThreadID })
 		n := len(r.fake.Requests())
 		a.MustDo("agent.stop", lane, nil) // answered by the turn's agent.idle
-		noRename(t, r.g, a)
+		noRename(t, r.g, a, nil)
 		r.noMoreRequests(n)
 	})
 
@@ -191,8 +209,8 @@ func TestAutoThreadTitle(t *testing.T) {
 func TestAutoThreadTitleEcho(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	lane, _ := autoThread(t, a, "Plan the trip to Lisbon")
-	noRename(t, g, a)
+	lane, got := autoThread(t, a, "Plan the trip to Lisbon")
+	noRename(t, g, a, got)
 	if n := threadName(t, a, lane.ThreadID); n != "Plan the trip to Lisbon" {
 		t.Fatalf("the echo agent's thread is named %q", n)
 	}
@@ -213,8 +231,8 @@ func TestAutoThreadTitleModelClient(t *testing.T) {
 	g := testgw.Start(t, func(c *server.AppConfig) { c.Agent, c.ModelHTTPClient = m, hc })
 	a := g.Dial(t, "phone")
 	fake.Push(fakeopenai.Script{Chunks: fakeopenai.Text("Take the 28 tram.", 2)}, fakeopenai.Script{Chunks: fakeopenai.Text("Tram to the castle", 1)})
-	lane, _ := autoThread(t, a, "How do I get to the castle")
-	rn := a.Expect("channel.renamed", is(t, "channel.renamed", "chat_id", lane.ThreadID))
+	lane, got := autoThread(t, a, "How do I get to the castle")
+	rn := renamed(t, a, got, lane.ThreadID)
 	if n := entry(t, rn).Name; n != "Tram to the castle" {
 		t.Fatalf("renamed to %q", n)
 	}
@@ -247,9 +265,9 @@ func TestAutoThreadTitleHermes(t *testing.T) {
 		g := testgw.Start(t, func(c *server.AppConfig) { c.Agent, c.AutoTitleHermes = both, optIn })
 		hermesAwaitRecovered(t)
 		a := g.Dial(t, "phone")
-		lane, _ := autoThread(t, a, "Where did I put my notes")
+		lane, got := autoThread(t, a, "Where did I put my notes")
 		if !optIn {
-			noRename(t, g, a)
+			noRename(t, g, a, got)
 			if n := len(model.Requests()); n != 0 {
 				t.Fatalf("the model provider got %d requests about a Hermes lane nobody let it see", n)
 			}
@@ -257,7 +275,7 @@ func TestAutoThreadTitleHermes(t *testing.T) {
 				t.Fatalf("the thread is named %q", n)
 			}
 		} else {
-			rn := a.Expect("channel.renamed", is(t, "channel.renamed", "chat_id", lane.ThreadID))
+			rn := renamed(t, a, got, lane.ThreadID)
 			if n := entry(t, rn).Name; n != "Where the notes are" {
 				t.Fatalf("opted in: renamed to %q", n)
 			}
