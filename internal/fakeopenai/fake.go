@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,6 +77,25 @@ func NewServer() *Server {
 	s.URL = s.srv.URL + "/v1"
 	return s
 }
+
+// NewTLS starts a server on HTTPS until the test ends. Its certificate is
+// its own, trusted by Client and by nothing else: a provider behind a
+// private CA, as a self-hosted one often is.
+func NewTLS(t testing.TB) *Server {
+	s := &Server{arrived: make(chan struct{})}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	// A client that does not trust the certificate is refused in the
+	// handshake: what tests provoke, not worth a log line.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
+	s.URL = s.srv.URL + "/v1"
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Client is an HTTP client for the server: on HTTPS, the one client that
+// trusts its certificate.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // Close stops the server (after the requests in flight).
 func (s *Server) Close() { s.srv.Close() }
