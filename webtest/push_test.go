@@ -107,7 +107,10 @@ func TestWebAppPush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.WebPush
+		if d.WebPush == nil {
+			return ""
+		}
+		return d.WebPush.Endpoint
 	}
 
 	// Settings' notifications button, marked for the clicks, and the
