@@ -3,35 +3,11 @@ package irisv1
 import (
 	"encoding/json"
 	"errors"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/irisgate/irisgate/internal/irisschema"
 )
-
-var intLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
-
-// readableID is the request id an input carries, read independently of
-// the decoder: the input is a JSON object whose only member named "id" in
-// any letter case is exactly "id" and holds an int64 literal.
-func readableID(data []byte) (int64, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil {
-		return 0, false
-	}
-	n := 0
-	for k := range m {
-		if strings.EqualFold(k, "id") {
-			n++
-		}
-	}
-	raw, ok := m["id"]
-	if !ok || n != 1 || !intLiteral.Match(raw) {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	return id, err == nil
-}
 
 // FuzzDecodeRequest fuzzes the request decoder and every request payload
 // type. The seed corpus (testdata/fuzz/FuzzDecodeRequest, shared with
@@ -56,7 +32,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				ChatID   *string `json:"chat_id"`
 				ThreadID *string `json:"thread_id"`
 			}
-			if rid, ok := readableID(data); ok && json.Unmarshal(data, &shape) == nil && de.ID != rid {
+			if rid, ok := irisschema.ReadableID(data); ok && json.Unmarshal(data, &shape) == nil && de.ID != rid {
 				t.Fatalf("DecodeRequest(%q) refused it with id %d, want %d: %v", data, de.ID, rid, err)
 			}
 			return
@@ -73,7 +49,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if json.Unmarshal(data, &v) == nil && v.V != nil && v.V.String() != "1" {
 			t.Fatalf("DecodeRequest accepted version %s: %q", *v.V, data)
 		}
-		if rid, ok := readableID(data); ok && rid != r.ID {
+		if rid, ok := irisschema.ReadableID(data); ok && rid != r.ID {
 			t.Fatalf("DecodeRequest read id %d from %q, want %d", r.ID, data, rid)
 		}
 		for typ, mk := range AppToServer {

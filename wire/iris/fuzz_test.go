@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,31 +63,6 @@ func parseFrame(tb testing.TB, data []byte) errFrame {
 	return f
 }
 
-var intLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
-
-// readableID is the request id an input carries, read independently of
-// the decoder: the input is a JSON object whose only member named "id" in
-// any letter case is exactly "id" and holds an int64 literal. ok is false
-// when there is no such id.
-func readableID(data []byte) (int64, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil {
-		return 0, false
-	}
-	n := 0
-	for k := range m {
-		if strings.EqualFold(k, "id") {
-			n++
-		}
-	}
-	raw, ok := m["id"]
-	if !ok || n != 1 || !intLiteral.Match(raw) {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	return id, err == nil
-}
-
 // envelopeFieldsDecode reports whether the input's envelope members all
 // have the types the decoder reads them into (v number, type/chat_id/
 // thread_id strings), so that json.Unmarshal of the envelope succeeds.
@@ -140,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 		if v := version(data); v != "" && v != strconv.Itoa(Version) {
 			t.Fatalf("decode accepted version %s: %q", v, data)
 		}
-		if rid, ok := readableID(data); ok && rid != id {
+		if rid, ok := irisschema.ReadableID(data); ok && rid != id {
 			t.Fatalf("decode read id %d from %q, want %d", id, data, rid)
 		}
 		if !Is(data) {
@@ -183,7 +156,7 @@ func checkErrorFrame(t *testing.T, v *irisschema.Validator, frame, input []byte,
 	if ef.Type != "error" || ef.Payload.Code != string(core.CodeUnsupported) {
 		t.Fatalf("%s: answer to malformed %q is %s, want error{code:unsupported}", what, input, frame)
 	}
-	if rid, ok := readableID(input); ok && envelopeFieldsDecode(input) && ef.ID != rid {
+	if rid, ok := irisschema.ReadableID(input); ok && envelopeFieldsDecode(input) && ef.ID != rid {
 		t.Fatalf("%s: error for %q carries id %d, want the request's id %d: %s", what, input, ef.ID, rid, frame)
 	}
 }
