@@ -21,9 +21,9 @@ const Version = irisv1.Version
 func decode(data []byte) (*irisv1.Request, int64, error) {
 	r, err := irisv1.DecodeRequest(data)
 	if err != nil {
-		var de *irisv1.DecodeError
+		de := new(irisv1.DecodeError) // every error DecodeRequest returns is one
 		if !errors.As(err, &de) {
-			return nil, 0, core.Errorf(core.CodeUnsupported, "malformed frame: %s", err)
+			de.Err = err
 		}
 		if errors.Is(err, irisv1.ErrVersion) {
 			return nil, de.ID, errBadVersion
