@@ -244,7 +244,7 @@ func (g *Gateway) runCronTurn(ctx context.Context, l *lane, t *turn, pt pendingT
 		switch e.Kind {
 		case agent.Text:
 			b.WriteString(e.Text)
-		case agent.TextIsCommentary:
+		case agent.TextIsCommentary, agent.TextIsReasoning:
 			b.Reset()
 		}
 	})

@@ -64,6 +64,23 @@ func ThinkInline(thinking, answer string, n int) []string {
 	return append(out, chunk(map[string]any{}, "stop"), Usage(11, len(content)/4+1))
 }
 
+// ThinkOpenedByTemplate streams a reasoning model's reply whose think
+// block its chat template opened: the generation prompt of DeepSeek-R1
+// (deepseek-ai/DeepSeek-R1@7ca5e1e), its distills and QwQ ends in
+// "<think>\n", so the content starts inside the block and only the
+// closing tag comes (deepseek-ai/DeepSeek-R1#352 and #526,
+// open-webui/open-webui#9808), as llama.cpp with --reasoning-format none
+// and vLLM without --reasoning-parser pass it on. It is cut into n pieces
+// without regard for the tag.
+func ThinkOpenedByTemplate(thinking, answer string, n int) []string {
+	content := thinking + "\n</think>\n\n" + answer
+	out := []string{chunk(map[string]any{"role": "assistant", "content": ""}, "")}
+	for _, p := range split(content, n) {
+		out = append(out, chunk(map[string]any{"content": p}, ""))
+	}
+	return append(out, chunk(map[string]any{}, "stop"), Usage(11, len(content)/4+1))
+}
+
 // refuseEffort answers a request whose reasoning_effort is not one of
 // s.Efforts as vLLM does (its ChatCompletionRequest takes a Literal; v0.15
 // took only low, medium, high: llm-jp/llm-jp-judge#56): 400 with pydantic's
