@@ -200,6 +200,7 @@ type hermesEvent struct {
 	Choices     []string        `json:"choices"`
 	Choice      string          `json:"choice"`
 	RequestID   string          `json:"request_id"` // approvals, newer Hermes
+	Resolved    int             `json:"resolved"`   // approval.responded: how many it resolved
 	Output      string          `json:"output"`
 	Usage       *hermesUsage    `json:"usage"`
 	// PendingSteer is the steer text the run ended without reading.

@@ -37,6 +37,7 @@ type hermesRun struct {
 
 	ap       *hermesApproval // the approval shown now, unanswered
 	answered map[string]bool // request ids already answered
+	fifo     bareQueue       // approvals without request ids, as Hermes queues them
 	blind    bool            // a waiting status with no request known was answered
 }
 

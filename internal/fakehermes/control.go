@@ -105,7 +105,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		}
 		rn.pending = keep
 		for _, a := range targets {
-			rn.approvals = append(rn.approvals, choice)
+			rn.decide(a, choice)
 			a.answer <- choice
 		}
 		if len(targets) > 0 {
@@ -328,7 +328,7 @@ func (s *Server) sweep(at time.Time) {
 		// unregister_gateway_notify wakes every waiting approval with no
 		// choice: the command does not run.
 		for _, a := range rn.pending {
-			rn.approvals = append(rn.approvals, "swept")
+			rn.decide(a, "swept")
 			close(a.answer)
 		}
 		rn.pending = nil
