@@ -144,10 +144,66 @@ func TestHermesApprovalNamesTheRequest(t *testing.T) {
 	}
 }
 
-// Item 1: Hermes's own approval timeout denies the first command and the
-// agent asks about a second; the person's late "once" for the first must
-// never reach Hermes, on either generation of Hermes.
+// Item 1: Hermes's own approval timeout denies the first command while
+// the person still looks at it; the person's late "once" for it must not
+// be applied (Hermes takes only its own denial, and the person is told it
+// came too late), nor reach the second command the agent asks about next,
+// on either generation of Hermes.
 func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "current", true: "legacy"}[legacy], func(t *testing.T) {
+			noLeaks(t)
+			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: legacy})
+			hold := make(chan struct{})
+			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
+				fakehermes.ToolStarted("terminal", "rm -rf build"),
+				fakehermes.ApprovalWithin("rm -rf build", "recursive delete", 100*time.Millisecond),
+				fakehermes.Hold(hold),                           // timed out; the tool has not finished yet
+				fakehermes.ToolCompleted("terminal", 0.1, true), // blocked
+				fakehermes.ToolStarted("terminal", "sudo rm -rf /srv/data"),
+				fakehermes.Approval("sudo rm -rf /srv/data", "delete as root"),
+				fakehermes.ToolCompleted("terminal", 0.1, true),
+				fakehermes.Completed("I could not clean up.", 1, 1),
+			}})
+			asker := newDeferAsker()
+			h := newHermes(t, fake.URL)
+			rec := newHrec()
+			done := runTurn(context.Background(), h, Turn{Input: "clean", Asker: asker}, rec)
+			asker.wait(t, "the first question", func(a *deferAsker) bool { return len(a.asked) == 1 })
+			waitRuns(t, fake, "Hermes's own timeout", func(rs []fakehermes.Run) bool { return len(rs[0].Approvals) == 1 })
+			// Nothing on the stream says so: the prompt is still open, and
+			// the person answers it now.
+			asker.answers <- "once"
+			asker.wait(t, "word on the late answer", func(a *deferAsker) bool { return len(a.said) == 1 })
+			if _, _, said, applied := asker.snap(); applied[0] || !strings.HasPrefix(said[0], "⏱ Too late for `rm -rf build`") {
+				t.Fatalf("said %q applied %v", said, applied)
+			}
+			if got := fake.Runs()[0].Decided; len(got) != 1 || got[0] != "timeout rm -rf build" {
+				t.Fatalf("Hermes decided %v", got)
+			}
+			close(hold)
+			asker.wait(t, "the second question", func(a *deferAsker) bool { return len(a.asked) == 2 })
+			if asked, _, _, _ := asker.snap(); asked[1].Command != "sudo rm -rf /srv/data" {
+				t.Fatalf("second question %+v", asked[1])
+			}
+			asker.answers <- "deny"
+			if err := result(t, done); err != nil {
+				t.Fatal(err)
+			}
+			if got := fake.Runs()[0].Decided; len(got) != 2 || got[0] != "timeout rm -rf build" || got[1] != "deny sudo rm -rf /srv/data" {
+				t.Fatalf("Hermes decided %v", got)
+			}
+			if _, _, said, _ := asker.snap(); len(said) != 2 || !strings.HasPrefix(said[1], "⛔ Denied: `sudo rm -rf /srv/data` (by phone)") {
+				t.Fatalf("said %q", said)
+			}
+		})
+	}
+}
+
+// Item 1: the person never answers the first question: it is withdrawn
+// once Hermes moves on (the tool that asked finishes), and its picker
+// closes.
+func TestHermesUnansweredExpiredApprovalIsWithdrawn(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(map[bool]string{false: "current", true: "legacy"}[legacy], func(t *testing.T) {
 			noLeaks(t)
@@ -165,15 +221,11 @@ func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
 			h := newHermes(t, fake.URL)
 			rec := newHrec()
 			done := runTurn(context.Background(), h, Turn{Input: "clean", Asker: asker}, rec)
-			// The person has not answered the first when Hermes gives up on it.
 			asker.wait(t, "the first question withdrawn", func(a *deferAsker) bool { return len(a.ended) >= 1 })
 			if asked, ended, _, _ := asker.snap(); ended[0] == nil || asked[0].Command != "rm -rf build" {
 				t.Fatalf("first question %+v ended %v", asked, ended)
 			}
 			asker.wait(t, "the second question", func(a *deferAsker) bool { return len(a.asked) == 2 })
-			if asked, _, _, _ := asker.snap(); asked[1].Command != "sudo rm -rf /srv/data" {
-				t.Fatalf("second question %+v", asked[1])
-			}
 			asker.answers <- "deny"
 			if err := result(t, done); err != nil {
 				t.Fatal(err)
@@ -187,9 +239,6 @@ func TestHermesExpiredApprovalIsNeverAnswered(t *testing.T) {
 				}
 			}
 			rec.waitFor(t, "word on the withdrawn question", commentary("no longer waits for an answer about `rm -rf build`"))
-			if _, _, said, _ := asker.snap(); len(said) != 1 || !strings.HasPrefix(said[0], "⛔ Denied: `sudo rm -rf /srv/data` (by phone)") {
-				t.Fatalf("said %q", said)
-			}
 		})
 	}
 }
