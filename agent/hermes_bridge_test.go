@@ -499,7 +499,8 @@ func TestHermesRetriedStartRunsOnce(t *testing.T) {
 	}
 }
 
-// Item 5: Hermes restarts mid-run; its status then reads interrupted.
+// Item 5: Hermes restarts mid-run; its status then reads interrupted. The
+// restart took the stream with it: the open tool's result was not seen.
 func TestHermesInterruptedRun(t *testing.T) {
 	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
 	hold := make(chan struct{})
@@ -514,29 +515,57 @@ func TestHermesInterruptedRun(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Hermes restarted before this run finished") {
 		t.Fatalf("err = %v", err)
 	}
-	if ends := rec.of(ToolEnd); len(ends) != 1 || ends[0].Tool.OK {
-		t.Fatalf("tool ends %+v", ends)
+	if ends := rec.of(ToolEnd); len(ends) != 1 || !strings.HasPrefix(ends[0].Tool.Output, "result not seen") {
+		t.Fatalf("tool ends %+v", ends[0].Tool)
 	}
 }
 
-// Item 5: tools that ran while the stream was down are not marked failed.
-func TestHermesLostStreamKeepsToolsThatRan(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
-		fakehermes.ToolStarted("terminal", "make"),
-		fakehermes.Disconnect(),
-		fakehermes.AwaitPolls(1),
-		fakehermes.ToolCompleted("terminal", 2, false),
-		fakehermes.Completed("Built.", 1, 1),
-	}})
-	h := newHermes(t, fake.URL)
-	rec := newHrec()
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "build"}, rec)); err != nil {
-		t.Fatal(err)
-	}
-	ends := rec.of(ToolEnd)
-	if len(ends) != 1 || !ends[0].Tool.OK || ends[0].Tool.Output != "" || !strings.Contains(ends[0].Tool.Note, "live stream") {
-		t.Fatalf("tool ends %+v", ends)
+// Item 5: tools that ran while the stream was down are marked neither
+// done nor failed, whatever became of the run: their result was not seen.
+// While the stream is live, a tool open when the run fails or is stopped
+// did not finish.
+func TestHermesToolsEndedWhileTheStreamWasDown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lost   bool
+		end    []fakehermes.Step
+		stop   bool
+		ok     bool
+		output string
+	}{
+		{"completed", true, []fakehermes.Step{fakehermes.ToolCompleted("terminal", 2, false), fakehermes.Completed("Built.", 1, 1)}, false, true, "result not seen (the live stream from Hermes broke off while it ran)"},
+		{"failed", true, []fakehermes.Step{fakehermes.ToolCompleted("terminal", 2, false), fakehermes.Failed("the model went away")}, false, true, "result not seen (the live stream from Hermes broke off while it ran)"},
+		{"stopped", true, []fakehermes.Step{fakehermes.ToolCompleted("terminal", 2, false), fakehermes.Hold(make(chan struct{}))}, true, true, "result not seen (the live stream from Hermes broke off while it ran)"},
+		{"completed, its end never reported", false, []fakehermes.Step{fakehermes.Completed("Built.", 1, 1)}, false, true, "result not seen (Hermes did not report its end)"},
+		{"failed, stream live", false, []fakehermes.Step{fakehermes.Failed("the model went away")}, false, false, "the run failed"},
+		{"stopped, stream live", false, []fakehermes.Step{fakehermes.Hold(make(chan struct{}))}, true, false, "stopped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+			steps := []fakehermes.Step{fakehermes.ToolStarted("terminal", "make")}
+			if tc.lost {
+				steps = append(steps, fakehermes.Disconnect(), fakehermes.AwaitPolls(1))
+			}
+			fake.Push(fakehermes.Script{Steps: append(steps, tc.end...)})
+			h := newHermes(t, fake.URL, func(c *HermesConfig) { c.StopWait = 50 * time.Millisecond })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rec := newHrec()
+			done := runTurn(ctx, h, Turn{Input: "build"}, rec)
+			if tc.stop {
+				if tc.lost {
+					waitRuns(t, fake, "the tool's end", func(rs []fakehermes.Run) bool { return len(rs) > 0 && rs[0].Polls >= 1 })
+				} else {
+					rec.waitFor(t, "the tool", func(e Event) bool { return e.Kind == ToolStart })
+				}
+				cancel()
+			}
+			result(t, done)
+			ends := rec.of(ToolEnd)
+			if len(ends) != 1 || ends[0].Tool.OK != tc.ok || ends[0].Tool.Output != tc.output {
+				t.Fatalf("tool ends %+v", ends)
+			}
+		})
 	}
 }
 
