@@ -264,6 +264,11 @@ func TestModelErrorsWithoutTheOpenAIShape(t *testing.T) {
 		{"empty body", fakeopenai.Script{Status: 502, EmptyBody: true}, "/v1/chat/completions answered HTTP 502 Bad Gateway with an empty error"},
 		// vLLM before its errors moved under "error".
 		{"vLLM top-level", fakeopenai.Script{Status: 400, ErrorBody: `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}`}, "HTTP 400 Bad Request: This model's maximum context length is 4096 tokens."},
+		// nginx in front of a model server that is down: its own page
+		// (ngx_http_special_response.c), text/html.
+		{"nginx page", fakeopenai.Script{Status: 502, ErrorType: "text/html", ErrorBody: nginx502}, "HTTP 502 Bad Gateway: 502 Bad Gateway nginx"},
+		// Envoy (Istio, some gateways): plain text.
+		{"plain text", fakeopenai.Script{Status: 503, ErrorType: "text/plain", ErrorBody: "upstream connect error or disconnect/reset before headers. reset reason: connection failure"}, "HTTP 503 Service Unavailable: upstream connect error or disconnect/reset before headers. reset reason: connection failure"},
 		// llama.cpp's llama-server while it loads the model.
 		{"llama.cpp loading", fakeopenai.Script{Status: 503, ErrorBody: `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`}, "HTTP 503 Service Unavailable: Loading model"},
 	} {
@@ -278,7 +283,32 @@ func TestModelErrorsWithoutTheOpenAIShape(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), fake.URL) {
 				t.Fatalf("err = %v", err)
 			}
+			if !tc.sc.EmptyBody && strings.Contains(err.Error(), "empty") {
+				t.Fatalf("a body that says something called empty: %v", err)
+			}
 		})
+	}
+}
+
+// nginx502 is the page nginx answers 502 with.
+const nginx502 = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+
+func TestBodySnippet(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{nginx502, "502 Bad Gateway nginx"},
+		{"<html><head><title>Only a title</title></head></html>", "Only a title"},
+		{"<p>Tom &amp; Jerry</p><script>alert(1)</script>", "Tom & Jerry"},
+		{"  \n  ", ""},
+		{"plain\ttext\n", "plain text"},
+		{strings.Repeat("x", 400), strings.Repeat("x", 297) + "…"},
+	} {
+		if got := bodySnippet([]byte(tc.body), 300); got != tc.want {
+			t.Errorf("bodySnippet(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+	// The Hermes bridge reads a proxy's page the same way.
+	if got := apiError(502, []byte(nginx502)).Error(); got != "HTTP 502: 502 Bad Gateway nginx" {
+		t.Errorf("Hermes behind nginx: %q", got)
 	}
 }
 

@@ -5,6 +5,7 @@
 package fakeopenai
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,8 +34,9 @@ type Script struct {
 	// reverse_proxy does (502) when the model server behind it is down.
 	EmptyBody bool
 	// ErrorBody, with Status, is the exact body to answer with (a server's
-	// own error shape).
-	ErrorBody string
+	// own error shape, or a proxy's page), of ErrorType (default
+	// application/json).
+	ErrorBody, ErrorType string
 	// Sending, when set, is called right before chunk i is written and
 	// flushed to the connection (the benchmark times the first token with
 	// it: after the flush the reader may have it before this goroutine
@@ -185,7 +187,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sc.Status != 0 && sc.ErrorBody != "" {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", cmp.Or(sc.ErrorType, "application/json"))
 		w.WriteHeader(sc.Status)
 		io.WriteString(w, sc.ErrorBody)
 		return
