@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestApprovalPushKeepsItsUrgency(t *testing.T) {
 	nt := fakentfy.New(t)
 	r := agStart(t, func(_ *agent.ModelConfig, c *server.AppConfig) {
 		if c != nil {
-			c.Push = server.PushConfig{NtfyServer: nt.URL, Hold: 2 * time.Second, Content: "full"}
+			c.Push = server.PushConfig{NtfyServer: nt.URL, WebApp: "https://iris.example.invalid/", Hold: 2 * time.Second, Content: "full"}
 		}
 	})
 	awayPhone(t, r.g, "phone", "phone-topic")
@@ -60,6 +61,10 @@ func TestApprovalPushKeepsItsUrgency(t *testing.T) {
 	got := nt.Wait(t, 1, testgw.Wait)
 	if m := got[0]; m.Priority != 4 || !slices.Equal(m.Tags, []string{"question"}) || m.Title != p.Title || m.Body != cmd {
 		t.Fatalf("the approval woke the phone with %+v", m)
+	}
+	// Without --ntfy-click a tap opens the chat in the web app.
+	if u, err := url.Parse(got[0].Click); err != nil || u.Host != "iris.example.invalid" || u.Fragment != "/c/default" || u.Query().Get("chat_id") != "default" || u.Query().Get("cursor") == "" {
+		t.Fatalf("click %q", got[0].Click)
 	}
 	selectChoice(t, tablet, p.PickerID, "deny")
 	until(t, tablet, is(t, "agent.idle"))
