@@ -54,8 +54,8 @@ func TestModelToolCallsAsRealServersStreamThem(t *testing.T) {
 		chunks []string
 		want   []fakeopenai.Call
 	}{
-		{"name in every chunk (vLLM builds, NIM)", fakeopenai.ToolCallsRepeatingName("", 5, a), []fakeopenai.Call{a}},
-		{"name in every chunk, two calls", fakeopenai.ToolCallsRepeatingName("Both.", 3, a, b), []fakeopenai.Call{a, b}},
+		{"name in every chunk (vLLM builds, NIM)", fakeopenai.RepeatingName.ToolCalls("", 5, a), []fakeopenai.Call{a}},
+		{"name in every chunk, two calls", fakeopenai.RepeatingName.ToolCalls("Both.", 3, a, b), []fakeopenai.Call{a, b}},
 		{"no index (Ollama < 0.4.7)", fakeopenai.ToolCallsOllama(false, a, b), []fakeopenai.Call{a, b}},
 		{"index 0 for every call (Ollama, LiteLLM ollama_chat)", fakeopenai.ToolCallsOllama(true, a, b), []fakeopenai.Call{a, b}},
 		{"OpenAI", fakeopenai.ToolCalls("", 4, fakeopenai.Call(a), fakeopenai.Call(b)), []fakeopenai.Call{a, b}},

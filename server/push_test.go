@@ -16,11 +16,9 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
-	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
-	"github.com/irisgate/irisgate/store"
 )
 
 // awayPhone says hello with an ntfy topic and leaves.
@@ -79,14 +77,7 @@ func TestCronPushKeepsItsTitleAndTag(t *testing.T) {
 	})
 	awayPhone(t, g, "phone", "phone-topic")
 	tablet := g.Dial(t, "tablet")
-	ctx := context.Background()
-	j, err := cron.Add(ctx, g.App.Store, store.CronJob{Name: "standup", Schedule: "every 1h", Text: "Time for the standup"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cron.RunNow(ctx, g.App.Store, j.ID, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	runCronText(t, g, "standup", "Time for the standup")
 	post := tablet.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "role") == "cron" })
 	tablet.Expect("notification", nil)
 	m := nt.Wait(t, 1, testgw.Wait)[0]

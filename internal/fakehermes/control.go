@@ -49,11 +49,7 @@ func (s *Server) pushEvent(rn *run, ev map[string]any, split int) {
 
 // approve is POST /v1/runs/{id}/approval (_handle_run_approval).
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
-	body, _, bodyOK := s.readBody(r)
-	if !s.authorized(w, r) {
-		return
-	}
-	rn := s.runOr404(w, r.PathValue("id"))
+	rn, body, bodyOK := s.openRun(w, r, true)
 	if rn == nil {
 		return
 	}
@@ -217,11 +213,7 @@ func (s *Server) stopRun(w http.ResponseWriter, r *http.Request) {
 // steer is POST /v1/runs/{id}/steer (_handle_steer_run); the legacy API
 // server has no such route.
 func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
-	body, _, bodyOK := s.readBody(r)
-	if !s.authorized(w, r) {
-		return
-	}
-	rn := s.runOr404(w, r.PathValue("id"))
+	rn, body, bodyOK := s.openRun(w, r, true)
 	if rn == nil {
 		return
 	}

@@ -315,9 +315,25 @@ type Call struct {
 	ID, Name, Args string
 }
 
+// Style is how a server streams tool calls.
+type Style struct {
+	// RepeatName puts the whole function name in every delta of a call,
+	// not only its first (see RepeatingName).
+	RepeatName bool
+}
+
+// OpenAI is how OpenAI streams tool calls: each call's id and name in its
+// first delta, then its arguments, under the call's index.
+var OpenAI = Style{}
+
+// ToolCalls streams several tool calls in one response as OpenAI does.
+func ToolCalls(text string, n int, calls ...Call) []string {
+	return OpenAI.ToolCalls(text, n, calls...)
+}
+
 // ToolCalls streams several tool calls in one response, each one's
 // arguments in n pieces, optionally after some text.
-func ToolCalls(text string, n int, calls ...Call) []string {
+func (st Style) ToolCalls(text string, n int, calls ...Call) []string {
 	out := []string{chunk(map[string]any{"role": "assistant"}, "")}
 	if text != "" {
 		out = append(out, chunk(map[string]any{"content": text}, ""))
@@ -327,9 +343,12 @@ func ToolCalls(text string, n int, calls ...Call) []string {
 			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""},
 		}}}, ""))
 		for _, p := range split(c.Args, n) {
-			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
-				"index": i, "function": map[string]any{"arguments": p},
-			}}}, ""))
+			fn := map[string]any{"arguments": p}
+			tc := map[string]any{"index": i, "function": fn}
+			if st.RepeatName {
+				fn["name"], tc["type"] = c.Name, "function"
+			}
+			out = append(out, chunk(map[string]any{"tool_calls": []any{tc}}, ""))
 		}
 	}
 	return append(out, chunk(map[string]any{}, "tool_calls"), Usage(20, 10))
