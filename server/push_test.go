@@ -6,6 +6,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -33,12 +34,7 @@ func awayPhone(t *testing.T, g *testgw.GW, id, topic string) {
 	c.Close()
 	for range c.Events() {
 	}
-	// The hub forgets a connection after its reader ends.
-	for deadline := time.Now().Add(testgw.Wait); g.App.Hub.Online(id); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still online", id)
-		}
-	}
+	g.WaitOffline(t, id)
 }
 
 // Issue 14 item 6: an approval wakes an away phone as an approval:
@@ -213,45 +209,27 @@ func TestPushOutcomesInMetrics(t *testing.T) {
 	tablet := g.Dial(t, "tablet")
 	send(t, tablet, def, "wake up")
 	const line = `irisgate_push_total{backend="ntfy",outcome="auth"} 1`
-	for deadline := time.Now().Add(testgw.Wait); ; time.Sleep(10 * time.Millisecond) {
+	metrics := func() string {
 		res, err := http.Get("http://" + g.Addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if strings.Contains(string(b), line) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in /metrics:\n%s", line, grepLines(string(b), "irisgate_push"))
-		}
+		return string(b)
 	}
+	// The outcome is counted before the try ends, which changes the queue.
+	g.WaitPush(t, line+" in /metrics", func() bool { return nt.Requests() > 0 && strings.Contains(metrics(), line) })
 	if n := nt.Requests(); n != 1 {
 		t.Fatalf("%d requests, want one then a backoff", n)
 	}
 }
 
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // waitPending waits until the push queue holds n pushes.
 func waitPending(t *testing.T, g *testgw.GW, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(testgw.Wait); ; time.Sleep(5 * time.Millisecond) {
-		if got, err := g.App.Store.PendingPushes(context.Background()); err == nil && got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			got, _ := g.App.Store.PendingPushes(context.Background())
-			t.Fatalf("%d pushes pending, want %d", got, n)
-		}
-	}
+	g.WaitPush(t, fmt.Sprintf("%d pushes pending", n), func() bool {
+		got, err := g.App.Store.PendingPushes(context.Background())
+		return err == nil && got == n
+	})
 }
