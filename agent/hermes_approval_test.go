@@ -392,7 +392,9 @@ func TestHermesApprovalAnsweredElsewhereIsWithdrawn(t *testing.T) {
 		fakehermes.Completed("Done.", 1, 1),
 	}})
 	asker := newDeferAsker()
-	h := newHermes(t, fake.URL)
+	// The status is not checked meanwhile: its "running" would withdraw
+	// the question first, before the event says who answered.
+	h := newHermes(t, fake.URL, func(c *HermesConfig) { c.PollEvery = time.Hour })
 	rec := newHrec()
 	done := runTurn(context.Background(), h, Turn{Input: "clean", Asker: asker}, rec)
 	asker.wait(t, "the question", func(a *deferAsker) bool { return len(a.asked) == 1 })
