@@ -96,6 +96,8 @@ type Gateway struct {
 	titles   titles // auto-thread titles being asked for (autotitle.go)
 	turns    sync.WaitGroup
 	down     bool
+
+	presence presence // who connects and leaves (devices.go)
 }
 
 // New makes a gateway. Call Run to start it.
