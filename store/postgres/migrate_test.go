@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/irisgate/irisgate/internal/pgtest"
+)
+
+// Replicas starting together on an empty database migrate it once (goose's
+// advisory lock), and a later start finds nothing to do.
+func TestReplicasMigrateOnce(t *testing.T) {
+	dsn := pgtest.DB(t)
+	var wg sync.WaitGroup
+	stores := make([]*Store, 3)
+	errs := make([]error, 3)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = Open(bg, dsn, WithLog(quiet))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var applied int
+	if err := stores[0].pool.QueryRow(bg, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(latestSources(t)) {
+		t.Fatalf("%d migrations recorded, want each once (%d)", applied, len(latestSources(t)))
+	}
+	c := appendEvent(t, stores[1], idle(1))
+	again, err := Open(bg, dsn, WithLog(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if head, _ := again.OutboxHead(bg); head != c {
+		t.Fatalf("reopened: head %d, want %d", head, c)
+	}
+}
+
+func latestSources(t *testing.T) []string {
+	t.Helper()
+	files, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+// A database a newer irisgate migrated is refused, not used.
+func TestRefusesANewerDatabase(t *testing.T) {
+	s := open(t)
+	rawExec(t, s, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, true)`)
+	_, err := Open(bg, s.pool.Config().ConnString(), WithLog(quiet))
+	if err == nil || !strings.Contains(err.Error(), "newer irisgate") {
+		t.Fatalf("opened a newer database: %v", err)
+	}
+}
+
+func TestOpenRefusesABadURL(t *testing.T) {
+	if _, err := Open(bg, "postgres://%zz", WithLog(quiet)); err == nil {
+		t.Fatal("opened a malformed URL")
+	}
+}
