@@ -320,31 +320,50 @@ func (s *Server) DB(t testing.TB) string {
 	return dsn
 }
 
+// The servers a test binary shares, stopped by Main: the fast one (Shared)
+// and, for benchmarks of commits, a durable one (SharedDurable).
 var shared struct {
-	mu   sync.Mutex
-	srv  *Server
-	err  error
-	main bool // Main runs the tests: it stops the server after them
+	mu      sync.Mutex
+	fast    lazy
+	durable lazy
+	main    bool // Main runs the tests: it stops the servers after them
+}
+
+type lazy struct {
+	srv *Server
+	err error
 }
 
 // Shared returns the test binary's server (with the Fast settings),
-// starting it on first use. It
-// skips t where PostgreSQL is not installed and CI is not set, and fails
-// it otherwise.
+// starting it on first use. It skips t where PostgreSQL is not installed
+// and CI is not set, and fails it otherwise.
 func Shared(t testing.TB) *Server {
+	t.Helper()
+	return sharedServer(t, &shared.fast, Fast()...)
+}
+
+// SharedDurable is Shared's durable twin: PostgreSQL's default settings,
+// every commit flushed to disk before it returns. For benchmarks of what a
+// commit costs.
+func SharedDurable(t testing.TB) *Server {
+	t.Helper()
+	return sharedServer(t, &shared.durable)
+}
+
+func sharedServer(t testing.TB, l *lazy, opts ...Option) *Server {
 	t.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.main {
-		t.Fatal("pgtest: the package's TestMain must call pgtest.Main, which stops the shared server after the tests")
+		t.Fatal("pgtest: the package's TestMain must call pgtest.Main, which stops the shared servers after the tests")
 	}
-	if shared.srv == nil && shared.err == nil {
-		shared.srv, shared.err = Start(Fast()...)
+	if l.srv == nil && l.err == nil {
+		l.srv, l.err = Start(opts...)
 	}
-	if shared.err != nil {
-		Skip(t, shared.err)
+	if l.err != nil {
+		Skip(t, l.err)
 	}
-	return shared.srv
+	return l.srv
 }
 
 // Skip ends t for an error of Start: a skip where PostgreSQL is not
@@ -363,20 +382,22 @@ func DB(t testing.TB) string {
 	return Shared(t).DB(t)
 }
 
-// Main is a package's TestMain: it runs the tests, stops the shared server
-// if they started it, then fails the run on goroutines left behind.
+// Main is a package's TestMain: it runs the tests, stops the shared servers
+// they started, then fails the run on goroutines left behind.
 func Main(m *testing.M, ignore ...goleak.Option) {
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
 	code := m.Run()
 	shared.mu.Lock()
-	if shared.srv != nil {
-		if err := shared.srv.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest: stopping the server:", err)
-			code = 1
+	for _, l := range []*lazy{&shared.fast, &shared.durable} {
+		if l.srv != nil {
+			if err := l.srv.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "pgtest: stopping a server:", err)
+				code = 1
+			}
+			l.srv = nil
 		}
-		shared.srv = nil
 	}
 	shared.mu.Unlock()
 	if code == 0 {
