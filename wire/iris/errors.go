@@ -33,16 +33,16 @@ func (s *Session) sendError(id int64, err error) {
 
 // errorFrame is the one place a core error becomes an Iris error frame.
 func errorFrame(id int64, e *core.Error) []byte {
-	return marshal(irisv1.Envelope{V: Version, ID: id, Type: irisv1.TypeError}, irisv1.Error{Code: string(irisCode(e)), Message: e.Message})
+	return marshal(irisv1.Envelope{V: Version, ID: id, Type: irisv1.TypeError}, irisv1.Error{Code: string(irisCode(e.Code)), Message: e.Message})
 }
 
-// irisCode is e's code in Iris's enum, which has no forbidden: a device that
-// may not do something is refused as unauthenticated.
-func irisCode(e *core.Error) core.Code {
-	if e.Code == core.CodeForbidden {
+// irisCode is c in Iris's enum, which has no forbidden: a device that may
+// not do something is refused as unauthenticated.
+func irisCode(c core.Code) core.Code {
+	if c == core.CodeForbidden {
 		return core.CodeAuth
 	}
-	return e.Code
+	return c
 }
 
 // The dialect's own refusals: what the gateway's commands cannot say

@@ -72,7 +72,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	grant, err := cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectIris, Addr: remoteAddr, Token: h.Token, Device: h.DeviceID})
 	if err != nil {
-		return nil, fatal(id, err, string(irisCode(core.AsError(err))))
+		return nil, fatal(id, err, string(irisCode(core.AsError(err).Code)))
 	}
 	if h.DeviceID == "" {
 		h.DeviceID = core.NewID("dev_anon_")
