@@ -157,7 +157,7 @@ func TestMessageDelete(t *testing.T) {
 	g := testgw.Start(t)
 	// away connects once, to learn where the outbox stands, and leaves.
 	away := g.Dial(t, "away")
-	from := away.Welcome().SyncCursor
+	from := away.HelloAck().SyncCursor
 	away.Close()
 	<-away.Done()
 
@@ -230,7 +230,7 @@ func TestMessageDelete(t *testing.T) {
 func TestReadReceiptFromDevice(t *testing.T) {
 	g := testgw.Start(t)
 	away := g.Dial(t, "away")
-	from := away.Welcome().SyncCursor
+	from := away.HelloAck().SyncCursor
 	away.Close()
 	<-away.Done()
 
