@@ -19,7 +19,7 @@ func refs(t *testing.T, s *Store, sha string) int {
 func TestBlobCounting(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
-	write := func(fn func(*Tx) error) {
+	write := func(fn func(Tx) error) {
 		t.Helper()
 		if err := s.Write(ctx, fn); err != nil {
 			t.Fatal(err)
@@ -28,7 +28,7 @@ func TestBlobCounting(t *testing.T) {
 	chat := core.Lane{ChatID: "chan_x"}
 	thread := core.Lane{ChatID: "chan_x", ThreadID: "t_x"}
 	m := core.Media{Kind: "image", Mime: "image/png", Size: 3, Filename: "a.png", SHA256: "aaaa"}
-	write(func(tx *Tx) error {
+	write(func(tx Tx) error {
 		if err := tx.PutChannel(core.Channel{ChatID: "chan_x", Name: "X", Kind: core.KindChannel}); err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ func TestBlobCounting(t *testing.T) {
 	if n := refs(t, s, "aaaa"); n != 3 {
 		t.Fatalf("refs = %d after three uploads", n)
 	}
-	write(func(tx *Tx) error {
+	write(func(tx Tx) error {
 		for i, ref := range []string{"r1", "r2", "r3"} {
 			lane := chat
 			if i == 2 {
@@ -84,14 +84,14 @@ func TestBlobCounting(t *testing.T) {
 	if n := refs(t, s, "aaaa"); n != 3 {
 		t.Fatalf("refs = %d after attaching: moving a use must not change the count", n)
 	}
-	write(func(tx *Tx) error { return tx.DeleteMessages(chat, []string{"m0"}) })
+	write(func(tx Tx) error { return tx.DeleteMessages(chat, []string{"m0"}) })
 	if n := refs(t, s, "aaaa"); n != 2 {
 		t.Fatalf("refs = %d after deleting one message", n)
 	}
 	if u, _ := s.UnusedBlobs(ctx, 10); len(u) != 0 {
 		t.Fatalf("unused %v while used", u)
 	}
-	write(func(tx *Tx) error { _, err := tx.DeleteChannel("chan_x"); return err })
+	write(func(tx Tx) error { _, err := tx.DeleteChannel("chan_x"); return err })
 	if u, _ := s.UnusedBlobs(ctx, 10); len(u) != 1 || u[0] != "aaaa" {
 		t.Fatalf("unused %v after the channel went", u)
 	}

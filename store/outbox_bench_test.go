@@ -23,10 +23,10 @@ func BenchmarkAppendEvents(b *testing.B) {
 	const batch = 64
 	for _, c := range []struct {
 		name   string
-		append func(tx *Tx, ev *core.Event) error
+		append func(tx *sqliteTx, ev *core.Event) error
 	}{
-		{"record", func(tx *Tx, ev *core.Event) error { _, _, err := tx.AppendEvent(ev); return err }},
-		{"core-json", func(tx *Tx, ev *core.Event) error {
+		{"record", func(tx *sqliteTx, ev *core.Event) error { _, _, err := tx.AppendEvent(ev); return err }},
+		{"core-json", func(tx *sqliteTx, ev *core.Event) error {
 			body, err := json.Marshal(ev)
 			if err != nil {
 				return err
@@ -46,7 +46,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := s.Write(ctx, func(tx *Tx) error {
+				if err := s.write(ctx, func(tx *sqliteTx) error {
 					for i := range batch {
 						if err := c.append(tx, evs[i%len(evs)]); err != nil {
 							return err

@@ -23,7 +23,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	yes := true
 	settings := record.LaneSettings{Model: "gpt-5", ShowReasoning: &yes, Approvals: "ask"}
 	var cursor int64
-	err := s.Write(ctx, func(tx *Tx) error {
+	err := s.Write(ctx, func(tx Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}

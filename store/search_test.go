@@ -29,7 +29,7 @@ var corpus = []struct {
 
 func fill(t *testing.T, s *Store) {
 	t.Helper()
-	err := s.Write(context.Background(), func(tx *Tx) error {
+	err := s.Write(context.Background(), func(tx Tx) error {
 		if err := tx.PutChannel(core.Channel{ChatID: "chan_b", Name: "B", Kind: core.KindChannel}); err != nil {
 			return err
 		}
@@ -139,34 +139,34 @@ func TestSearchFollowsDeletesAndStreaming(t *testing.T) {
 	lane := core.Lane{ChatID: "default"}
 	// A reply being written is not searchable until it finishes.
 	reply := core.Message{ID: "r1", Lane: lane, Role: core.RoleAssistant, TS: 100}
-	write := func(fn func(*Tx) error) {
+	write := func(fn func(Tx) error) {
 		t.Helper()
 		if err := s.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.InsertMessage(reply, true) })
-	write(func(tx *Tx) error { return tx.SaveProgress("r1", "zebra crossing", "") })
+	write(func(tx Tx) error { return tx.InsertMessage(reply, true) })
+	write(func(tx Tx) error { return tx.SaveProgress("r1", "zebra crossing", "") })
 	if hs, _ := s.Search(ctx, "zebra", nil, 20); len(hs) != 0 {
 		t.Fatalf("a streaming reply was found: %v", hitIDs(hs))
 	}
 	reply.Text = "zebra crossing, final"
-	write(func(tx *Tx) error { return tx.FinishMessage(reply) })
+	write(func(tx Tx) error { return tx.FinishMessage(reply) })
 	if hs, _ := s.Search(ctx, "zebra", nil, 20); hitIDs(hs) != "r1" {
 		t.Fatalf("the finished reply: %q", hitIDs(hs))
 	}
 	// Finished again (a crash recovery): indexed once, with the new text.
 	reply.Text = "giraffe"
 	reply.Stopped = true
-	write(func(tx *Tx) error { return tx.FinishMessage(reply) })
+	write(func(tx Tx) error { return tx.FinishMessage(reply) })
 	if hs, _ := s.Search(ctx, "zebra", nil, 20); len(hs) != 0 {
 		t.Fatalf("the old text still matches: %v", hitIDs(hs))
 	}
 	if hs, _ := s.Search(ctx, "giraffe", nil, 20); hitIDs(hs) != "r1" {
 		t.Fatalf("the new text: %q", hitIDs(hs))
 	}
-	write(func(tx *Tx) error { return tx.DeleteMessages(lane, []string{"r1", "m1"}) })
-	write(func(tx *Tx) error { _, err := tx.DeleteChannel("chan_b"); return err })
+	write(func(tx Tx) error { return tx.DeleteMessages(lane, []string{"r1", "m1"}) })
+	write(func(tx Tx) error { _, err := tx.DeleteChannel("chan_b"); return err })
 	for _, q := range []string{"giraffe", "service", "creme", "river", "resume"} {
 		if hs, _ := s.Search(ctx, q, nil, 20); len(hs) != 0 {
 			t.Errorf("deleted messages match %q: %v", q, hitIDs(hs))
@@ -223,7 +223,7 @@ func TestSearchLimitAndSnippetThroughTheIndex(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
 	lane := core.Lane{ChatID: "default"}
-	if err := s.Write(ctx, func(tx *Tx) error {
+	if err := s.Write(ctx, func(tx Tx) error {
 		for i := range 150 {
 			text := fmt.Sprintf("%s needle number %d %s", strings.Repeat("hay ", 60), i, strings.Repeat("stack ", 60))
 			if err := tx.InsertMessage(core.Message{ID: fmt.Sprint("n", i), Lane: lane, Role: core.RoleUser, Text: text, TS: int64(i)}, false); err != nil {
@@ -268,7 +268,7 @@ func TestImportMessages(t *testing.T) {
 		t.Fatalf("earlier messages: %q (indexed twice?)", hitIDs(hs))
 	}
 	// The insert trigger is back.
-	if err := s.Write(ctx, func(tx *Tx) error {
+	if err := s.Write(ctx, func(tx Tx) error {
 		return tx.InsertMessage(core.Message{ID: "after", Lane: core.Lane{ChatID: "default"}, Role: core.RoleUser, Text: "walrus after", TS: 1000}, false)
 	}); err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestSearchPages(t *testing.T) {
 	ctx := context.Background()
 	lane := core.Lane{ChatID: "default"}
 	other := core.Lane{ChatID: "chan_b"}
-	if err := s.Write(ctx, func(tx *Tx) error {
+	if err := s.Write(ctx, func(tx Tx) error {
 		for i := range 1200 {
 			l := lane
 			if i >= 150 {

@@ -24,7 +24,7 @@ func open(t *testing.T) *Store {
 func appendEvent(t *testing.T, s *Store, ev *core.Event) int64 {
 	t.Helper()
 	var c int64
-	if err := s.Write(context.Background(), func(tx *Tx) error {
+	if err := s.Write(context.Background(), func(tx Tx) error {
 		var err error
 		c, _, err = tx.AppendEvent(ev)
 		return err
@@ -45,7 +45,7 @@ func TestOutboxCursorNeverReused(t *testing.T) {
 	ctx := context.Background()
 	c1 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m1"))
 	c2 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m2"))
-	if err := s.Write(ctx, func(tx *Tx) error { return tx.DeleteMessages(core.Lane{ChatID: "default"}, []string{"m2"}) }); err != nil {
+	if err := s.Write(ctx, func(tx Tx) error { return tx.DeleteMessages(core.Lane{ChatID: "default"}, []string{"m2"}) }); err != nil {
 		t.Fatal(err)
 	}
 	c3 := appendEvent(t, s, msgEvent(core.Lane{ChatID: "default"}, "m3"))
@@ -66,7 +66,7 @@ func TestOutboxCursorNeverReused(t *testing.T) {
 func TestScanOutboxPages(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
-	s.Write(ctx, func(tx *Tx) error {
+	s.Write(ctx, func(tx Tx) error {
 		for i := 0; i < 2500; i++ {
 			if _, _, err := tx.AppendEvent(idle); err != nil {
 				return err
@@ -116,7 +116,7 @@ func TestHistoryPaging(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
 	lane := core.Lane{ChatID: "default"}
-	s.Write(ctx, func(tx *Tx) error {
+	s.Write(ctx, func(tx Tx) error {
 		for i := 0; i < 7; i++ {
 			if err := tx.InsertMessage(core.Message{ID: fmt.Sprintf("m%d", i), Lane: lane, Role: "user", Text: "x", TS: int64(i)}, false); err != nil {
 				return err
@@ -157,7 +157,7 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 	ctx := context.Background()
 	ch := core.Channel{ChatID: "chan_1", Name: "c", Kind: core.KindChannel}
 	th := core.Channel{ChatID: "t_1", Name: "t", Kind: core.KindThread, ParentChatID: "chan_1"}
-	s.Write(ctx, func(tx *Tx) error {
+	s.Write(ctx, func(tx Tx) error {
 		tx.PutChannel(ch)
 		tx.PutChannel(th)
 		tx.InsertMessage(core.Message{ID: "m1", Lane: core.Lane{ChatID: "chan_1", ThreadID: "t_1"}, Role: "user"}, false)
@@ -167,7 +167,7 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 		return nil
 	})
 	var gone []core.Channel
-	if err := s.Write(ctx, func(tx *Tx) error {
+	if err := s.Write(ctx, func(tx Tx) error {
 		var err error
 		gone, err = tx.DeleteChannel("chan_1")
 		return err
@@ -194,14 +194,14 @@ func TestStreamingRecovery(t *testing.T) {
 	s := open(t)
 	ctx := context.Background()
 	m := core.Message{ID: "m1", Lane: core.Lane{ChatID: "default"}, Role: "assistant", TS: 1}
-	s.Write(ctx, func(tx *Tx) error { return tx.InsertMessage(m, true) })
-	s.Write(ctx, func(tx *Tx) error { return tx.SaveProgress("m1", "partial", "") })
+	s.Write(ctx, func(tx Tx) error { return tx.InsertMessage(m, true) })
+	s.Write(ctx, func(tx Tx) error { return tx.SaveProgress("m1", "partial", "") })
 	ms, err := s.Streaming(ctx)
 	if err != nil || len(ms) != 1 || ms[0].Text != "partial" {
 		t.Fatalf("streaming = %+v, %v", ms, err)
 	}
 	m.Text, m.Stopped = "partial", true
-	if err := s.Write(ctx, func(tx *Tx) error { return tx.FinishMessage(m) }); err != nil {
+	if err := s.Write(ctx, func(tx Tx) error { return tx.FinishMessage(m) }); err != nil {
 		t.Fatal(err)
 	}
 	if ms, _ := s.Streaming(ctx); len(ms) != 0 {
