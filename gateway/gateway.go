@@ -58,7 +58,7 @@ type Config struct {
 // to a socket itself.
 type Gateway struct {
 	cfg Config
-	st  *store.Store
+	st  Store
 	hub *hub.Hub
 	log *slog.Logger
 
@@ -88,7 +88,7 @@ type Gateway struct {
 }
 
 // New makes a gateway. Call Run to start it.
-func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
+func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Agent == nil {
 		cfg.Agent = &agent.Echo{}
 	}
@@ -143,7 +143,7 @@ func (g *Gateway) RecoverErr() error { return g.recoverErr }
 func (g *Gateway) Hub() *hub.Hub { return g.hub }
 
 // Store returns the gateway's store.
-func (g *Gateway) Store() *store.Store { return g.st }
+func (g *Gateway) Store() Store { return g.st }
 
 // Agent returns the agent backend in use.
 func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }

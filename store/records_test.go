@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/irisgate/irisgate/core"
@@ -128,11 +132,47 @@ func TestUndecodableRowIsAnError(t *testing.T) {
 	if _, err := s.LaneSettings(ctx, lane); !errors.As(err, &ce) || !errors.As(err, &ve) {
 		t.Fatalf("settings of a newer version: %v", err)
 	}
-	rawExec(t, s, `INSERT INTO devices (device_id, webpush) VALUES ('browser', '{"endpoint":""}')`)
+	rawExec(t, s, `INSERT INTO devices (device_id, name, webpush, last_pushed_cursor) VALUES ('browser', 'Firefox', '{"endpoint":""}', 7)`)
 	if _, err := s.Device(ctx, "browser"); !errors.As(err, &ce) || ce.Table != "devices" {
 		t.Fatalf("device with a broken subscription: %v", err)
 	}
-	if _, err := s.PushDevices(ctx); !errors.As(err, &ce) {
-		t.Fatalf("push devices over it: %v", err)
+}
+
+// A push registration that does not decode keeps its device out of
+// nothing but push: hello's reads skip the column, and the push list
+// leaves that device out, says so once, and lists the others.
+func TestUndecodableRegistrationStopsOnlyItsPush(t *testing.T) {
+	var logs bytes.Buffer
+	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithLog(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.SeeDevice(ctx, Device{ID: "phone", NtfyTopic: "phone-topic"}); err != nil {
+		t.Fatal(err)
+	}
+	rawExec(t, s, `INSERT INTO devices (device_id, name, webpush, last_pushed_cursor) VALUES ('browser', 'Firefox', '{"endpoint":""}', 7)`)
+	if c, err := s.LastPushed(ctx, "browser"); err != nil || c != 7 {
+		t.Fatalf("hello's cursor: %d, %v", c, err)
+	}
+	if n, err := s.DeviceName(ctx, "browser"); err != nil || n != "Firefox" {
+		t.Fatalf("its name: %q, %v", n, err)
+	}
+	for range 2 {
+		if ds, err := s.PushDevices(ctx); err != nil || len(ds) != 1 || ds[0].ID != "phone" {
+			t.Fatalf("push devices over it: %+v, %v", ds, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "device=browser"); n != 1 {
+		t.Fatalf("said %d times, want once:\n%s", n, logs.String())
+	}
+	// Registering again mends it.
+	sub := record.WebPush{Endpoint: "https://push.example/x", Keys: record.WebPushKeys{P256dh: "p", Auth: "a"}}
+	if err := s.SetWebPush(ctx, "browser", sub); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.PushDevices(ctx); err != nil || len(ds) != 2 {
+		t.Fatalf("after registering again: %+v, %v", ds, err)
 	}
 }

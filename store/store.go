@@ -37,6 +37,10 @@ type Store struct {
 	// wanted are writer queries first seen inside a transaction: the one
 	// writer connection is busy then, so they are prepared after it ends.
 	wanted []string
+
+	// corruptSaid holds the devices whose undecodable push registration
+	// was logged (PushDevices): said once, not at every push.
+	corruptSaid sync.Map
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
