@@ -23,8 +23,7 @@ import (
 )
 
 // Store is everything irisgate keeps in a store: the union of what its
-// consumers ask for (gateway.Store, cron.Store, push.Store, media.Index,
-// and the hub's proofs). Tests of those packages assert that this covers
+// consumers ask for (gateway.Store, cron.Store, push.Store, media.Index). Tests of those packages assert that this covers
 // their interfaces, so a store that passes the suite fills them all.
 type Store interface {
 	Write(ctx context.Context, fn func(store.Tx) error) error
@@ -54,7 +53,8 @@ type Store interface {
 	Approved(ctx context.Context, command string) (bool, error)
 	Approve(ctx context.Context, command string) error
 
-	// Devices and their push registrations; the hub's proofs.
+	// Devices and their push registrations. (The hub's proofs join when
+	// the hub keeps them through an interface of its own.)
 	SeeDevice(ctx context.Context, d store.Device) error
 	Device(ctx context.Context, id string) (store.Device, error)
 	LastPushed(ctx context.Context, deviceID string) (int64, error)
@@ -62,7 +62,6 @@ type Store interface {
 	PushDevices(ctx context.Context) ([]store.Device, error)
 	SetPushRegistration(ctx context.Context, deviceID, fcmToken, ntfyTopic string) error
 	SetWebPush(ctx context.Context, deviceID string, sub record.WebPush) error
-	SetProven(ctx context.Context, deviceID, proven string) error
 
 	// The push queue.
 	EnqueuePush(ctx context.Context, j store.PushJob, now time.Time) error
