@@ -240,3 +240,46 @@ func TestCommitReturnsOnlyAfterPublish(t *testing.T) {
 		t.Fatal("commit never returned after the publish")
 	}
 }
+
+// BenchmarkCommit is the commit path as a lane's turn drives it, from 8
+// writers at once so batches form: a message row and its durable event,
+// committed, then published to one connection.
+//
+//	go test -run '^$' -bench Commit -count 6 ./gateway/
+func BenchmarkCommit(b *testing.B) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "gw.db"), store.WithLog(quiet()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	h := hub.New(st, quiet(), hub.DefaultLimits)
+	g := New(st, h, quiet(), Config{})
+	if _, _, err := h.Add(context.Background(), "observer", &observer{seen: map[int64]bool{}}, nil); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	<-g.Recovered()
+	const writers = 8
+	lane := core.Lane{ChatID: core.DefaultChatID}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < b.N; i += writers {
+				m := core.Message{ID: fmt.Sprintf("m_%d", i), Lane: lane, Role: core.RoleUser, Text: "what's the weather like tomorrow?", TS: 1}
+				ev := &core.Event{Type: core.EvMessage, Lane: lane, Message: &m}
+				if err := g.commit(context.Background(), func(tx store.Tx) error { return tx.InsertMessage(m, false) }, ev); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
