@@ -86,7 +86,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 	liveStart := time.Now()
 	for i < n && ctx.Err() == nil {
 		m := next()
-		if err := g.app.Store.Write(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) }); err != nil {
+		if err := g.app.Store.Write(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) }); err != nil {
 			r.Err = fmt.Errorf("filling: %w", err)
 			return r
 		}

@@ -22,7 +22,7 @@ func seed(t *testing.T, g *testgw.GW, lane core.Lane, prefix string, n int) []st
 	t.Helper()
 	ids := make([]string, n)
 	ts := time.Now().UnixMilli()
-	err := g.App.Store.Write(context.Background(), func(tx *store.Tx) error {
+	err := g.App.Store.Write(context.Background(), func(tx store.Tx) error {
 		for i := range n {
 			ids[i] = fmt.Sprintf("m_%s%03d", prefix, i)
 			role := core.RoleUser
