@@ -58,7 +58,7 @@ func BenchmarkCommit(b *testing.B) {
 		}
 		b.Cleanup(func() { s.Close() })
 		return committer{write: func(batch int, next func() (core.Message, *core.Event)) error {
-			return s.Write(bg, func(tx *Tx) error {
+			return s.Write(bg, func(tx store.Tx) error {
 				for range batch {
 					m, ev := next()
 					if err := tx.InsertMessage(m, false); err != nil {
@@ -81,7 +81,7 @@ func BenchmarkCommit(b *testing.B) {
 	}
 	defer lite.Close()
 	sqlite := committer{name: "sqlite", write: func(batch int, next func() (core.Message, *core.Event)) error {
-		return lite.Write(bg, func(tx *store.Tx) error {
+		return lite.Write(bg, func(tx store.Tx) error {
 			for range batch {
 				m, ev := next()
 				if err := tx.InsertMessage(m, false); err != nil {
@@ -143,10 +143,10 @@ func BenchmarkCursor(b *testing.B) {
 	ev := &core.Event{Type: core.EvAgentBusy, Lane: core.Lane{ChatID: "chan_1"}, TS: 1_700_000_000_000, Reason: "processing"}
 	body, _ := record.EncodeEvent(ev)
 	r := store.OutboxRowOf(ev)
-	appends := map[string]func(tx *Tx) error{
-		"outbox_head": func(tx *Tx) error { _, _, err := tx.AppendEvent(ev); return err },
-		"sequence": func(tx *Tx) error {
-			_, err := tx.exec(`INSERT INTO seq_outbox (type, chat_id, thread_id, message_id, body, ts) VALUES ($1,$2,$3,$4,$5,$6)`,
+	appends := map[string]func(tx store.Tx) error{
+		"outbox_head": func(tx store.Tx) error { _, _, err := tx.AppendEvent(ev); return err },
+		"sequence": func(tx store.Tx) error {
+			_, err := tx.(*Tx).exec(`INSERT INTO seq_outbox (type, chat_id, thread_id, message_id, body, ts) VALUES ($1,$2,$3,$4,$5,$6)`,
 				r.Type, r.ChatID, r.ThreadID, r.MessageID, body, ev.TS)
 			return err
 		},
@@ -160,7 +160,7 @@ func BenchmarkCursor(b *testing.B) {
 				names = append(names, name)
 				app := appends[kind]
 				commit := func() error {
-					return s.Write(bg, func(tx *Tx) error {
+					return s.Write(bg, func(tx store.Tx) error {
 						for range frames {
 							if err := app(tx); err != nil {
 								return err

@@ -22,7 +22,7 @@ func ids(ms []core.Message) string {
 func TestHistoryPaging(t *testing.T) {
 	s := open(t)
 	lane := core.Lane{ChatID: core.DefaultChatID}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for i := range 7 {
 			if err := tx.InsertMessage(core.Message{ID: fmt.Sprintf("m%d", i), Lane: lane, Role: "user", Text: "x", TS: int64(i)}, false); err != nil {
 				return err
@@ -50,7 +50,7 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 	ch := core.Channel{ChatID: "chan_1", Name: "c", Kind: core.KindChannel, Icon: "aWNvbg==", Color: "#fff", Favorite: true}
 	th := core.Channel{ChatID: "t_1", Name: "t", Kind: core.KindThread, ParentChatID: "chan_1"}
 	inThread := core.Lane{ChatID: "chan_1", ThreadID: "t_1"}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for _, f := range []func() error{
 			func() error { return tx.PutChannel(ch) },
 			func() error { return tx.PutChannel(th) },
@@ -80,7 +80,7 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 		t.Fatalf("directory %+v, %v (favourites first)", cs, err)
 	}
 	var icons int64
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		var err error
 		icons, err = tx.IconBytes("nothing")
 		return err
@@ -89,7 +89,7 @@ func TestDeleteChannelTakesThreadsAndFrames(t *testing.T) {
 		t.Fatalf("icon bytes %d", icons)
 	}
 	var gone []core.Channel
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		var err error
 		gone, err = tx.DeleteChannel("chan_1")
 		return err
@@ -133,7 +133,7 @@ func residue(t *testing.T, s *Store, id string) string {
 func TestDeleteMessagesStaysInItsLane(t *testing.T) {
 	s := open(t)
 	a, b := core.Lane{ChatID: core.DefaultChatID}, core.Lane{ChatID: "chan_b"}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for _, m := range []core.Message{{ID: "a1", Lane: a, Role: "user"}, {ID: "b1", Lane: b, Role: "user"}} {
 			if err := tx.InsertMessage(m, false); err != nil {
 				return err
@@ -147,7 +147,7 @@ func TestDeleteMessagesStaysInItsLane(t *testing.T) {
 		}
 		return nil
 	})
-	write(t, s, func(tx *Tx) error { return tx.DeleteMessages(a, []string{"a1", "b1"}) })
+	write(t, s, func(tx store.Tx) error { return tx.DeleteMessages(a, []string{"a1", "b1"}) })
 	if _, err := s.Message(bg, "b1"); err != nil {
 		t.Fatalf("another lane's message went: %v", err)
 	}
@@ -162,25 +162,25 @@ func TestDeleteMessagesStaysInItsLane(t *testing.T) {
 func TestStreamingRecovery(t *testing.T) {
 	s := open(t)
 	m := core.Message{ID: "m1", Lane: core.Lane{ChatID: core.DefaultChatID}, Role: "assistant", TS: 1}
-	write(t, s, func(tx *Tx) error { return tx.InsertMessage(m, true) })
-	write(t, s, func(tx *Tx) error { return tx.SaveProgress("m1", "partial", "thinking") })
+	write(t, s, func(tx store.Tx) error { return tx.InsertMessage(m, true) })
+	write(t, s, func(tx store.Tx) error { return tx.SaveProgress("m1", "partial", "thinking") })
 	ms, err := s.Streaming(bg)
 	if err != nil || len(ms) != 1 || ms[0].Text != "partial" || ms[0].Reasoning != "thinking" {
 		t.Fatalf("streaming = %+v, %v", ms, err)
 	}
 	m.Text, m.Stopped = "partial", true
-	write(t, s, func(tx *Tx) error { return tx.FinishMessage(m) })
+	write(t, s, func(tx store.Tx) error { return tx.FinishMessage(m) })
 	if ms, _ := s.Streaming(bg); len(ms) != 0 {
 		t.Fatalf("still streaming after finish")
 	}
 	// Progress saved late (the committer is behind) does not touch a
 	// finished reply.
-	write(t, s, func(tx *Tx) error { return tx.SaveProgress("m1", "late", "") })
+	write(t, s, func(tx store.Tx) error { return tx.SaveProgress("m1", "late", "") })
 	got, _ := s.Message(bg, "m1")
 	if !got.Stopped || got.Text != "partial" {
 		t.Fatalf("finished = %+v", got)
 	}
-	if err := s.Write(bg, func(tx *Tx) error { return tx.FinishMessage(core.Message{ID: "gone"}) }); !errors.Is(err, store.ErrNotFound) {
+	if err := s.Write(bg, func(tx store.Tx) error { return tx.FinishMessage(core.Message{ID: "gone"}) }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("finishing a deleted reply: %v", err)
 	}
 }
@@ -188,7 +188,7 @@ func TestStreamingRecovery(t *testing.T) {
 func TestSetDefaultMovesTheFlag(t *testing.T) {
 	s := open(t)
 	var lost []string
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		if err := tx.PutChannel(core.Channel{ChatID: "chan_2", Name: "two", Kind: core.KindChannel}); err != nil {
 			return err
 		}

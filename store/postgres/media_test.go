@@ -22,7 +22,7 @@ func TestBlobCounting(t *testing.T) {
 	chat := core.Lane{ChatID: "chan_x"}
 	thread := core.Lane{ChatID: "chan_x", ThreadID: "t_x"}
 	m := core.Media{Kind: "image", Mime: "image/png", Size: 3, Filename: "a.png", SHA256: "aaaa"}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		if err := tx.PutChannel(core.Channel{ChatID: "chan_x", Name: "X", Kind: core.KindChannel}); err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func TestBlobCounting(t *testing.T) {
 		t.Fatalf("upload %+v, %v", up, err)
 	}
 	var attached core.Media
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for i, ref := range []string{"r1", "r2", "r3"} {
 			lane := chat
 			if i == 2 {
@@ -92,7 +92,7 @@ func TestBlobCounting(t *testing.T) {
 	if _, err := s.Upload(bg, "phone", "r2"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a used upload: %v", err)
 	}
-	write(t, s, func(tx *Tx) error { return tx.DeleteMessages(chat, []string{"m0"}) })
+	write(t, s, func(tx store.Tx) error { return tx.DeleteMessages(chat, []string{"m0"}) })
 	if n := refs(t, s, "aaaa"); n != 2 {
 		t.Fatalf("refs = %d after deleting one message", n)
 	}
@@ -102,7 +102,7 @@ func TestBlobCounting(t *testing.T) {
 	if gone, err := s.ForgetBlob(bg, "aaaa"); gone || err != nil {
 		t.Fatalf("forgot a used blob: %v %v", gone, err)
 	}
-	write(t, s, func(tx *Tx) error { _, err := tx.DeleteChannel("chan_x"); return err })
+	write(t, s, func(tx store.Tx) error { _, err := tx.DeleteChannel("chan_x"); return err })
 	if u, _ := s.UnusedBlobs(bg, 10); len(u) != 1 || u[0] != "aaaa" {
 		t.Fatalf("unused %v after the channel went", u)
 	}
@@ -116,7 +116,7 @@ func TestBlobCounting(t *testing.T) {
 
 func TestExpireUploads(t *testing.T) {
 	s := open(t)
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		if err := tx.PutBlob("bbbb", 1); err != nil {
 			return err
 		}

@@ -194,7 +194,7 @@ func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64
 // of the oldest frames retention removes, and reports whether more wait.
 // It takes no cursor, so it does not wait on writers for outbox_head.
 func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error) {
-	err = s.Write(ctx, func(tx *Tx) error {
+	err = s.write(ctx, func(tx *Tx) error {
 		var cut *int64
 		if err := tx.queryRow(`SELECT GREATEST(
 			(SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - $1),

@@ -32,7 +32,7 @@ func TestOutboxCursorNeverReused(t *testing.T) {
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	c1 := appendEvent(t, s, msgEvent(lane, "m1"))
 	c2 := appendEvent(t, s, msgEvent(lane, "m2"))
-	write(t, s, func(tx *Tx) error { return tx.DeleteMessages(lane, []string{"m2"}) })
+	write(t, s, func(tx store.Tx) error { return tx.DeleteMessages(lane, []string{"m2"}) })
 	c3 := appendEvent(t, s, msgEvent(lane, "m3"))
 	if !(c1 < c2 && c2 < c3) {
 		t.Fatalf("cursors %d %d %d: the deleted tail's cursor was reused", c1, c2, c3)
@@ -51,7 +51,7 @@ func TestOutboxCursorNeverReused(t *testing.T) {
 func TestOutboxCursorsGapFreeAcrossFailedWrites(t *testing.T) {
 	s := open(t)
 	c1 := appendEvent(t, s, idle(1))
-	if err := s.Write(bg, func(tx *Tx) error {
+	if err := s.Write(bg, func(tx store.Tx) error {
 		if _, _, err := tx.AppendEvent(idle(2)); err != nil {
 			return err
 		}
@@ -60,9 +60,9 @@ func TestOutboxCursorsGapFreeAcrossFailedWrites(t *testing.T) {
 		t.Fatalf("a failing write returned %v", err)
 	}
 	var got []int64
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		// The first frame of the transaction is in a savepoint undone.
-		if err := tx.Savepoint(func(tx *Tx) error {
+		if err := tx.Savepoint(func(tx store.Tx) error {
 			if _, _, err := tx.AppendEvent(idle(3)); err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ func TestOutboxCursorsGapFreeAcrossFailedWrites(t *testing.T) {
 			}
 			got = append(got, c)
 			// Frames counted in memory, undone by a savepoint.
-			if err := tx.Savepoint(func(tx *Tx) error {
+			if err := tx.Savepoint(func(tx store.Tx) error {
 				for range i + 1 {
 					if _, _, err := tx.AppendEvent(idle(5)); err != nil {
 						return err
@@ -90,12 +90,12 @@ func TestOutboxCursorsGapFreeAcrossFailedWrites(t *testing.T) {
 		}
 		// A statement that fails inside a savepoint leaves the
 		// transaction usable.
-		if err := tx.Savepoint(func(tx *Tx) error {
+		if err := tx.Savepoint(func(tx store.Tx) error {
 			return tx.InsertMessage(core.Message{ID: "dup", Lane: core.Lane{ChatID: "x"}}, false)
 		}); err != nil {
 			return err
 		}
-		if err := tx.Savepoint(func(tx *Tx) error {
+		if err := tx.Savepoint(func(tx store.Tx) error {
 			return tx.InsertMessage(core.Message{ID: "dup", Lane: core.Lane{ChatID: "x"}}, false)
 		}); err == nil {
 			return errors.New("a duplicate id was inserted")
@@ -206,7 +206,7 @@ func TestOutboxCursorsInCommitOrderAcrossReplicas(t *testing.T) {
 	// as a batch of many writes does.
 	dawdle := func(i int) { time.Sleep(time.Duration(i%3) * time.Millisecond) }
 	holes := run(func(r *Store, i int) error {
-		return r.Write(bg, func(tx *Tx) error {
+		return r.Write(bg, func(tx store.Tx) error {
 			if _, _, err := tx.AppendEvent(idle(int64(i))); err != nil {
 				return err
 			}
@@ -223,8 +223,8 @@ func TestOutboxCursorsInCommitOrderAcrossReplicas(t *testing.T) {
 
 	rawExec(t, s, `CREATE TABLE seq_outbox (cursor bigserial PRIMARY KEY)`)
 	seqHoles := run(func(r *Store, i int) error {
-		return r.Write(bg, func(tx *Tx) error {
-			if _, err := tx.exec(`INSERT INTO seq_outbox DEFAULT VALUES`); err != nil {
+		return r.Write(bg, func(tx store.Tx) error {
+			if _, err := tx.(*Tx).exec(`INSERT INTO seq_outbox DEFAULT VALUES`); err != nil {
 				return err
 			}
 			dawdle(i)
@@ -253,7 +253,7 @@ func TestOutboxCursorsInCommitOrderAcrossReplicas(t *testing.T) {
 
 func TestScanOutboxPages(t *testing.T) {
 	s := open(t)
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for range 2500 {
 			if _, _, err := tx.AppendEvent(idle(100)); err != nil {
 				return err
@@ -329,13 +329,13 @@ func TestOutboxLaterWriterWaitsForEarlier(t *testing.T) {
 	rawExec(t, a, `CREATE TABLE seq_outbox (cursor bigserial PRIMARY KEY)`)
 	for _, c := range []struct {
 		name   string
-		append func(tx *Tx) error
+		append func(tx store.Tx) error
 		read   func() []int64
 		want   []int64 // what the reader sees once b has committed
 	}{
-		{"outbox_head", func(tx *Tx) error { _, _, err := tx.AppendEvent(idle(1)); return err },
+		{"outbox_head", func(tx store.Tx) error { _, _, err := tx.AppendEvent(idle(1)); return err },
 			func() []int64 { return cursors(t, a) }, []int64{1, 2}},
-		{"sequence", func(tx *Tx) error { _, err := tx.exec(`INSERT INTO seq_outbox DEFAULT VALUES`); return err },
+		{"sequence", func(tx store.Tx) error { _, err := tx.(*Tx).exec(`INSERT INTO seq_outbox DEFAULT VALUES`); return err },
 			func() []int64 {
 				var cs []int64
 				rows, _ := a.pool.Query(bg, `SELECT cursor FROM seq_outbox ORDER BY cursor`)
@@ -350,7 +350,7 @@ func TestOutboxLaterWriterWaitsForEarlier(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			took, release, aDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 			go func() {
-				aDone <- a.Write(bg, func(tx *Tx) error {
+				aDone <- a.Write(bg, func(tx store.Tx) error {
 					if err := c.append(tx); err != nil {
 						return err
 					}

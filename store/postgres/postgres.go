@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/irisgate/irisgate/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,6 +85,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
+var _ store.Tx = (*Tx)(nil)
+
 // Tx is a write transaction. It is valid only inside the Write (or
 // Savepoint) that gave it.
 type Tx struct {
@@ -98,7 +101,13 @@ type Tx struct {
 }
 
 // Write runs fn in one write transaction, committed when fn returns nil.
-func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
+	return s.write(ctx, func(t *Tx) error { return fn(t) })
+}
+
+// write is Write for the store's own code, which uses what only this
+// transaction has.
+func (s *Store) write(ctx context.Context, fn func(*Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -127,7 +136,7 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 // writes (the group commit isolates one request of a batch with it). In
 // PostgreSQL a statement that fails spoils its whole transaction; rolling
 // back to the savepoint is what makes the rest usable again.
-func (t *Tx) Savepoint(fn func(*Tx) error) error {
+func (t *Tx) Savepoint(fn func(store.Tx) error) error {
 	locked, base, head := t.locked, t.base, t.head
 	if _, err := t.tx.Exec(t.ctx, "SAVEPOINT sp"); err != nil {
 		return err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"github.com/irisgate/irisgate/store"
 	"log/slog"
 	"testing"
 
@@ -27,7 +28,7 @@ func open(t testing.TB) *Store {
 }
 
 // write runs fn in one transaction and fails the test when it fails.
-func write(t testing.TB, s *Store, fn func(*Tx) error) {
+func write(t testing.TB, s *Store, fn func(store.Tx) error) {
 	t.Helper()
 	if err := s.Write(bg, fn); err != nil {
 		t.Fatal(err)
@@ -37,7 +38,7 @@ func write(t testing.TB, s *Store, fn func(*Tx) error) {
 func appendEvent(t testing.TB, s *Store, ev *core.Event) int64 {
 	t.Helper()
 	var c int64
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		var err error
 		c, _, err = tx.AppendEvent(ev)
 		return err

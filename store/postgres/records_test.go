@@ -25,7 +25,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	settings := record.LaneSettings{Model: "gpt-5", ShowReasoning: &yes, Approvals: "ask"}
 	var cursor int64
 	var size int
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}

@@ -117,7 +117,7 @@ func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
 // batches of statements sent together, not one round trip each.
 func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, bool)) (int, error) {
 	n := 0
-	err := s.Write(ctx, func(tx *Tx) error {
+	err := s.write(ctx, func(tx *Tx) error {
 		const chunk = 500
 		for done := false; !done; {
 			b := &pgx.Batch{}

@@ -47,7 +47,7 @@ func fillCorpus(t *testing.T, write func(fn func(insert func(core.Message, bool)
 func fill(t *testing.T, s *Store) {
 	t.Helper()
 	fillCorpus(t, func(fn func(func(core.Message, bool) error) error) error {
-		return s.Write(bg, func(tx *Tx) error {
+		return s.Write(bg, func(tx store.Tx) error {
 			if err := tx.PutChannel(core.Channel{ChatID: "chan_b", Name: "B", Kind: core.KindChannel}); err != nil {
 				return err
 			}
@@ -172,8 +172,8 @@ func TestSearchAnswersAsSQLiteDoes(t *testing.T) {
 		}
 		return nil
 	}
-	write(t, pg, func(tx *Tx) error { return insert(tx.InsertMessage) })
-	if err := lite.Write(bg, func(tx *store.Tx) error { return insert(tx.InsertMessage) }); err != nil {
+	write(t, pg, func(tx store.Tx) error { return insert(tx.InsertMessage) })
+	if err := lite.Write(bg, func(tx store.Tx) error { return insert(tx.InsertMessage) }); err != nil {
 		t.Fatal(err)
 	}
 	// What people type differs from what they wrote: case, accents.
@@ -241,7 +241,7 @@ func TestSearchNeverFails(t *testing.T) {
 	}
 	// Long words are stored and found.
 	long := strings.Repeat("é", 3000)
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		return tx.InsertMessage(core.Message{ID: "long", Lane: core.Lane{ChatID: "default"}, Role: "user", Text: long + " " + strings.Repeat("w ", 20000)}, false)
 	})
 	if hs, err := s.Search(bg, long, nil, 5); err != nil || hitIDs(hs) != "long" {
@@ -254,27 +254,27 @@ func TestSearchFollowsDeletesAndStreaming(t *testing.T) {
 	fill(t, s)
 	lane := core.Lane{ChatID: "default"}
 	reply := core.Message{ID: "r1", Lane: lane, Role: core.RoleAssistant, TS: 100}
-	write(t, s, func(tx *Tx) error { return tx.InsertMessage(reply, true) })
-	write(t, s, func(tx *Tx) error { return tx.SaveProgress("r1", "zebra crossing", "") })
+	write(t, s, func(tx store.Tx) error { return tx.InsertMessage(reply, true) })
+	write(t, s, func(tx store.Tx) error { return tx.SaveProgress("r1", "zebra crossing", "") })
 	if hs, _ := s.Search(bg, "zebra", nil, 20); len(hs) != 0 {
 		t.Fatalf("a streaming reply was found: %v", hitIDs(hs))
 	}
 	reply.Text = "zebra crossing, final"
-	write(t, s, func(tx *Tx) error { return tx.FinishMessage(reply) })
+	write(t, s, func(tx store.Tx) error { return tx.FinishMessage(reply) })
 	if hs, _ := s.Search(bg, "zebra", nil, 20); hitIDs(hs) != "r1" {
 		t.Fatalf("the finished reply: %q", hitIDs(hs))
 	}
 	// Finished again (a crash recovery): indexed once, with the new text.
 	reply.Text, reply.Stopped = "giraffe", true
-	write(t, s, func(tx *Tx) error { return tx.FinishMessage(reply) })
+	write(t, s, func(tx store.Tx) error { return tx.FinishMessage(reply) })
 	if hs, _ := s.Search(bg, "zebra", nil, 20); len(hs) != 0 {
 		t.Fatalf("the old text still matches: %v", hitIDs(hs))
 	}
 	if hs, _ := s.Search(bg, "giraffe", nil, 20); hitIDs(hs) != "r1" {
 		t.Fatalf("the new text: %q", hitIDs(hs))
 	}
-	write(t, s, func(tx *Tx) error { return tx.DeleteMessages(lane, []string{"r1", "m1"}) })
-	write(t, s, func(tx *Tx) error { _, err := tx.DeleteChannel("chan_b"); return err })
+	write(t, s, func(tx store.Tx) error { return tx.DeleteMessages(lane, []string{"r1", "m1"}) })
+	write(t, s, func(tx store.Tx) error { _, err := tx.DeleteChannel("chan_b"); return err })
 	for _, q := range []string{"giraffe", "service", "creme", "river", "resume"} {
 		if hs, _ := s.Search(bg, q, nil, 20); len(hs) != 0 {
 			t.Errorf("deleted messages match %q: %v", q, hitIDs(hs))
@@ -293,7 +293,7 @@ func TestSearchFollowsDeletesAndStreaming(t *testing.T) {
 func TestSearchLimitAndSnippet(t *testing.T) {
 	s := open(t)
 	lane := core.Lane{ChatID: "default"}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for i := range 150 {
 			text := fmt.Sprintf("%s needle number %d %s", strings.Repeat("hay ", 60), i, strings.Repeat("stack ", 60))
 			if err := tx.InsertMessage(core.Message{ID: fmt.Sprint("n", i), Lane: lane, Role: core.RoleUser, Text: text, TS: int64(i)}, false); err != nil {
@@ -328,7 +328,7 @@ func TestSearchPages(t *testing.T) {
 	s := open(t)
 	lane := core.Lane{ChatID: "default"}
 	other := core.Lane{ChatID: "chan_b"}
-	write(t, s, func(tx *Tx) error {
+	write(t, s, func(tx store.Tx) error {
 		for i := range 1200 {
 			l := lane
 			if i >= 150 {

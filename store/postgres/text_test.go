@@ -53,7 +53,7 @@ func TestStringsTextCannotHold(t *testing.T) {
 		if err := s.SeeDevice(bg, store.Device{ID: bad}); !errors.Is(err, ErrNotText) {
 			t.Errorf("SeeDevice(%q): %v", bad, err)
 		}
-		write(t, s, func(tx *Tx) error {
+		write(t, s, func(tx store.Tx) error {
 			if err := tx.InsertMessage(core.Message{ID: "m_" + bad, Lane: lane, Role: "user"}, false); !errors.Is(err, ErrNotText) {
 				t.Errorf("InsertMessage: %v", err)
 			}
