@@ -410,7 +410,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 				g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: ""})
 				// What was saved as the reply so far is not one.
 				r := reasoning.String()
-				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, "", r) })
+				g.commitLater(func(tx store.Tx) error { return tx.SaveProgress(id, "", r) })
 			}
 		case agent.File:
 			// The file is stored and offered at once (a media.offer tied
