@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/irisgate/irisgate/internal/pgtest"
+	"github.com/irisgate/irisgate/store"
 )
 
 // Replicas starting together on an empty database migrate it once (goose's
@@ -73,5 +74,47 @@ func TestRefusesANewerDatabase(t *testing.T) {
 func TestOpenRefusesABadURL(t *testing.T) {
 	if _, err := Open(bg, "postgres://%zz", WithLog(quiet)); err == nil {
 		t.Fatal("opened a malformed URL")
+	}
+}
+
+// The server restarting (or crashing) under an open store: what is asked
+// meanwhile fails with an error, and once the server is back the store
+// works again without being reopened (the pool replaces dead connections).
+func TestSurvivesAServerRestart(t *testing.T) {
+	srv, err := pgtest.Start(pgtest.Fast()...)
+	if err != nil {
+		pgtest.Skip(t, err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	_, dsn, err := srv.CreateDB(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(bg, dsn, WithLog(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c1 := appendEvent(t, s, idle(1))
+	for _, stop := range []func() error{srv.Stop, srv.Crash} {
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(bg, func(tx store.Tx) error { _, _, err := tx.AppendEvent(idle(2)); return err }); err == nil {
+			t.Fatal("a write succeeded with the server down")
+		}
+		if _, err := s.OutboxHead(bg); err == nil {
+			t.Fatal("a read succeeded with the server down")
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The pool's idle connections are dead; the next use finds out
+		// and dials anew.
+		c := appendEvent(t, s, idle(3))
+		if c != c1+1 {
+			t.Fatalf("after the restart: cursor %d, want %d (the failed write took none)", c, c1+1)
+		}
+		c1 = c
 	}
 }
