@@ -43,6 +43,12 @@ import (
 // requests, one transaction) is what keeps that cheap. The bench
 // (BenchmarkCursor) measures it against an unsafe sequence.
 
+// ErrNoHead is AppendEvent's and OutboxHead's error when outbox_head has lost its one row
+// (a damaged or hand-edited database): no frame can be given a cursor.
+// Its repair is a person's: the head must come back no lower than any
+// cursor ever handed out, which devices may hold past what outbox keeps.
+var ErrNoHead = errors.New("postgres: table outbox_head has lost its row, so no outbox cursor can be handed out until it is restored with a head no lower than any cursor ever handed out")
+
 // AppendEvent adds a durable event to the outbox and returns its cursor and
 // the size of its stored body (the event's record).
 func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
@@ -51,13 +57,20 @@ func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
 		return 0, 0, err
 	}
 	r := store.OutboxRowOf(ev)
+	// Checked here, not by the statement helpers: a refusal of theirs
+	// looks like no row, which is ErrNoHead's sign.
+	if !storable([]any{r.Type, r.ChatID, r.ThreadID, r.MessageID}) {
+		return 0, 0, ErrNotText
+	}
 	if !t.locked {
-		err = t.queryRow(`WITH h AS (UPDATE outbox_head SET head = head + 1 RETURNING head)
+		err = t.tx.QueryRow(t.ctx, `WITH h AS (UPDATE outbox_head SET head = head + 1 RETURNING head)
 			INSERT INTO outbox (cursor, type, chat_id, thread_id, message_id, body, ts)
 			SELECT head, $1, $2, $3, $4, $5, $6 FROM h RETURNING cursor`,
 			r.Type, r.ChatID, r.ThreadID, r.MessageID, body, ev.TS).Scan(&cursor)
 		if errors.Is(err, pgx.ErrNoRows) {
-			err = ErrNotText // queryRow's answer for an argument text cannot hold
+			// The UPDATE found no row: the schema is damaged, not the
+			// frame; no cursor can be handed out until the row is back.
+			return 0, 0, ErrNoHead
 		}
 		if err != nil {
 			return 0, 0, err
@@ -88,6 +101,9 @@ func (t *Tx) storeHead() error {
 func (s *Store) OutboxHead(ctx context.Context) (int64, error) {
 	var head int64
 	err := s.queryRow(ctx, `SELECT head FROM outbox_head`).Scan(&head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNoHead
+	}
 	return head, err
 }
 

@@ -431,3 +431,24 @@ func waitFor(t *testing.T, cond func() (bool, error)) {
 		time.Sleep(delay)
 	}
 }
+
+// A head row gone missing is said as such, not taken for a frame's string
+// PostgreSQL cannot hold (which an empty answer used to mean).
+func TestOutboxWithoutHeadSaysSo(t *testing.T) {
+	s := open(t)
+	appendEvent(t, s, idle(1))
+	rawExec(t, s, `DELETE FROM outbox_head`)
+	err := s.Write(bg, func(tx store.Tx) error {
+		_, _, err := tx.AppendEvent(idle(2))
+		return err
+	})
+	if !errors.Is(err, ErrNoHead) {
+		t.Fatalf("append without a head row: %v; want ErrNoHead", err)
+	}
+	if _, err := s.OutboxHead(bg); !errors.Is(err, ErrNoHead) {
+		t.Fatalf("OutboxHead without a head row: %v; want ErrNoHead", err)
+	}
+	if got, err := s.OutboxCursors(bg, 0, 1<<62, 10); err != nil || !slices.Equal(got, []int64{1}) {
+		t.Fatalf("outbox holds %v, %v", got, err)
+	}
+}
