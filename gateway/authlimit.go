@@ -29,7 +29,7 @@ func newFailures(lim AuthLimits) *failures {
 // is, so a flood cannot flood the log too) and whether this failure is
 // the one that began the delays.
 func (f *failures) fail(addr string, now time.Time) (delay time.Duration, n int, log, lockout bool) {
-	key := addrKey(addr)
+	key := AddrKey(addr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := f.m[key]
@@ -76,10 +76,10 @@ func (f *failures) size() int {
 	return len(f.m)
 }
 
-// addrKey is what failures are counted by: an IPv4 address, or an IPv6
+// AddrKey is what failures are counted by: an IPv4 address, or an IPv6
 // address's /64 (one subscriber's network: whoever has one address of it
 // has them all).
-func addrKey(addr string) string {
+func AddrKey(addr string) string {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
 		return addr

@@ -315,76 +315,132 @@ func dialFrom(t *testing.T, g *testgw.GW, local string) *raw {
 	return &raw{t: t, ws: ws}
 }
 
-// Connections that never say hello are bounded, per address and in all:
-// past a bound the oldest waiting one is closed (after error{rate_limited},
-// at once: no close handshake a flood could stall), so a device that says
-// hello at once still gets in while the flood goes on.
+// Connections that never say hello are bounded, per address and in all.
+// Past its address's bound a newcomer is turned away (error{rate_limited},
+// then the close, at once: no handshake a flood could stall) while the
+// connections of that address are within their grace; past the bound in
+// all, the address with the most waiting makes room, never one at or
+// below its fair share. A device that says hello gets in throughout.
 func TestConnectionsBeforeHelloAreBounded(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
-	// Per address: 8 wait from 127.0.0.2, the next 4 push out the 4 oldest.
-	var flood []*raw
-	for range 12 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.2"))
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 8, time.Minute
+	})
+	// Per address: 8 wait from 127.0.0.2; 4 more are turned away.
+	var two []*raw
+	for range 8 {
+		two = append(two, dialFrom(t, g, "127.0.0.2"))
 	}
-	for i, r := range flood {
-		if i >= 4 {
-			break
+	for range 4 {
+		if got, _ := dialFrom(t, g, "127.0.0.2").untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+			t.Fatalf("a ninth connection from .2: %s; want rate_limited, then the close", typesOf(got))
 		}
+	}
+	// In all: 4 from .3 fill the bound. Each of 4 from .4 pushes out the
+	// oldest of .2, which holds the most (8, 7, 6, 5 against a fair share
+	// of 4); .3's are never touched.
+	var three, four []*raw
+	for range 4 {
+		three = append(three, dialFrom(t, g, "127.0.0.3"))
+	}
+	for range 4 {
+		four = append(four, dialFrom(t, g, "127.0.0.4"))
+	}
+	for i, r := range two[:4] {
 		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
-			t.Fatalf("squatter %d: %s; want rate_limited, then the close", i, typesOf(got))
+			t.Fatalf("squatter %d from .2: %s; want rate_limited, then the close", i, typesOf(got))
 		}
 	}
-	// A device that says hello gets in, flood or not.
+	// A device that says hello gets in: the bound is full, and again the
+	// heaviest address makes room.
 	d := g.Dial(t, "phone")
 	d.MustDo("ping", client.Lane{}, nil)
-	// In all: 8 wait from .2; 4 from .3 fill the bound, 4 more from .4
-	// push out the oldest of all, from .2.
-	for range 4 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.3"))
-	}
-	for range 4 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.4"))
-	}
-	for i, r := range flood[4:8] {
-		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
-			t.Fatalf("squatter %d from .2: %s; want rate_limited, then the close", i+4, typesOf(got))
+	// The rest still wait (until their hello timeout): a hello from any
+	// of them is answered.
+	for i, r := range append(append(two[5:], three...), four...) {
+		r.writeJSON(helloFrame(testgw.Token, fmt.Sprint("late-", i)))
+		if f, err := r.read(); err != nil || f.Type != "hello.ack" {
+			t.Fatalf("waiting connection %d: %v %s", i, err, f.Raw)
 		}
 	}
-	// The rest still wait (until their hello timeout): a hello from them
-	// is answered.
-	last := flood[len(flood)-1]
-	last.writeJSON(helloFrame(testgw.Token, "late"))
-	if f, err := last.read(); err != nil || f.Type != "hello.ack" {
-		t.Fatalf("a waiting connection's hello: %v %s", err, f.Raw)
+}
+
+// Past its address's bound, a newcomer pushes out the oldest connection
+// of its address once that has had its grace.
+func TestConnectionsBeforeHelloGraceEnds(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 2, grace
+	})
+	old := dialFrom(t, g, "127.0.0.2")
+	mid := dialFrom(t, g, "127.0.0.2")
+	// A time to pass, not an event: the grace is the rule under test.
+	time.Sleep(grace)
+	dialFrom(t, g, "127.0.0.2")
+	if got, _ := old.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+		t.Fatalf("the oldest: %s; want rate_limited, then the close", typesOf(got))
+	}
+	mid.writeJSON(helloFrame(testgw.Token, "mid"))
+	if f, err := mid.read(); err != nil || f.Type != "hello.ack" {
+		t.Fatalf("the second: %v %s", err, f.Raw)
 	}
 }
 
 // TCP connections that send no HTTP request are held to the same bounds,
-// before any WebSocket: past one the oldest is closed.
+// before any WebSocket; a trusted proxy's only to the bound in all.
 func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
-	var flood []net.Conn
-	for range 12 {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 8, time.Minute
+		c.Server.TrustedProxies = mustPrefixes(t, "127.0.0.6")
+	})
+	dial := func(from string) net.Conn {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 		c, err := d.Dial("tcp", g.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		flood = append(flood, c)
+		return c
 	}
-	for i, c := range flood[:4] {
+	isClosed := func(c net.Conn) bool {
 		c.SetReadDeadline(time.Now().Add(testgw.Wait))
-		if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("squatter %d still open (read %d, %v)", i, n, err)
-		}
+		n, err := c.Read(make([]byte, 1))
+		return n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 	}
-	// The newer ones are served.
-	last := flood[len(flood)-1]
-	fmt.Fprintf(last, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	last.SetReadDeadline(time.Now().Add(testgw.Wait))
-	if resp, err := http.ReadResponse(bufio.NewReader(last), nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("a waiting connection's request: %v", err)
+	served := func(c net.Conn) bool {
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testgw.Wait))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && resp.StatusCode == 200
+	}
+	var five []net.Conn
+	for range 8 {
+		five = append(five, dial("127.0.0.5"))
+	}
+	// The ninth from .5 is turned away; the first eight wait on.
+	if c := dial("127.0.0.5"); !isClosed(c) {
+		t.Fatal("a ninth connection from .5 is served")
+	}
+	for _, c := range five[2:] {
+		c.Close()
+	}
+	if !served(five[1]) {
+		t.Fatal("a waiting connection's request was not served")
+	}
+	// A trusted proxy is not held to one address's bound: 10 wait from
+	// it. Its 11th finds the room full, and .5, below its fair share,
+	// keeps its two.
+	var proxy []net.Conn
+	for range 10 {
+		proxy = append(proxy, dial("127.0.0.6"))
+	}
+	if !isClosed(dial("127.0.0.6")) {
+		t.Fatal("the proxy's 11th connection is served in a full room")
+	}
+	for i, c := range append(five[:2], proxy...) {
+		if !served(c) {
+			t.Fatalf("waiting connection %d was not served", i)
+		}
+		c.Close()
 	}
 	d := g.Dial(t, "phone")
 	d.MustDo("ping", client.Lane{}, nil)

@@ -43,6 +43,10 @@ type Config struct {
 	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
 	// not said hello yet, in all and from one address (see preHello).
 	MaxWaiting, MaxWaitingPerAddr int
+	// HelloGrace is how long a waiting connection is safe from being
+	// pushed out by newer ones of its own address (see room): a device's
+	// round trip between the upgrade and its hello (500 ms).
+	HelloGrace time.Duration
 	// MaxBuffered bounds the bytes of the large frames being read and
 	// handled at once, over all connections (see budget).
 	MaxBuffered int64
@@ -83,7 +87,10 @@ func (c *Config) defaults() {
 		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
 	}
 	if c.MaxWaitingPerAddr == 0 {
-		c.MaxWaitingPerAddr = 64
+		c.MaxWaitingPerAddr = c.MaxWaiting / 4
+	}
+	if c.HelloGrace == 0 {
+		c.HelloGrace = 500 * time.Millisecond
 	}
 }
 
@@ -394,7 +401,11 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (ses
 		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
 		return nil, dialect{}, false
 	}
-	return s.open(s.base, c, p, first)
+	sess, d, ok := s.open(s.base, c, p, first)
+	if ok {
+		s.sawHello(p.addr)
+	}
+	return sess, d, ok
 }
 
 // serve is a connection's read loop after its hello; writers are started
