@@ -47,6 +47,11 @@ type Config struct {
 	// pushed out by newer ones of its own address (see room): a device's
 	// round trip between the upgrade and its hello (500 ms).
 	HelloGrace time.Duration
+	// BodyTimeout is how long an HTTP request body has for its first
+	// bytes (30 s), and MaxRequestsPerAddr how many requests of one
+	// client address are served at once (32): see httpBounds.
+	BodyTimeout        time.Duration
+	MaxRequestsPerAddr int
 	// MaxBuffered bounds the bytes of the large frames being read and
 	// handled at once, over all connections (see budget).
 	MaxBuffered int64
@@ -89,6 +94,12 @@ func (c *Config) defaults() {
 	if c.MaxWaitingPerAddr == 0 {
 		c.MaxWaitingPerAddr = c.MaxWaiting / 4
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.MaxRequestsPerAddr == 0 {
+		c.MaxRequestsPerAddr = 32
+	}
 	if c.HelloGrace == 0 {
 		c.HelloGrace = 500 * time.Millisecond
 	}
@@ -124,6 +135,7 @@ type Server struct {
 
 	hmu         sync.Mutex
 	http        httpWaiting // connections before their upgrade (ConnState)
+	active      active      // requests being served (httpBounds)
 	budget      *budget     // bytes of the large frames being read (readFrame)
 	helloBudget *budget     // the same, of hellos
 }
@@ -158,7 +170,7 @@ func (s *Server) Handler() http.Handler {
 	if s.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	}
-	return s.sameOriginWrites(mux)
+	return s.httpBounds(s.sameOriginWrites(mux))
 }
 
 // Run pings every connection periodically until ctx ends.
