@@ -50,7 +50,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	if len(refused) > 0 {
 		w.PushRefused = core.Errorf(core.CodeUnsupported, "%s", strings.Join(refused, "; "))
 	}
-	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic}); err != nil {
+	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}); err != nil {
 		return nil, Welcome{}, err
 	}
 	c, old, err := g.hub.Add(ctx, d.ID, codec, g.greet)
