@@ -31,6 +31,12 @@ const (
 // it, so a device of one dialect can never pass for one of the other.
 const MobileDevicePrefix = "mobile:"
 
+// ServiceDevicePrefix begins the gateway's id of every delivery service
+// (a Hermes Mobile connection with a delivery token): services have hub
+// ids of their own, so a delivery token can never pass for, nor replace,
+// a phone or an Iris device. Iris device ids may not begin with it.
+const ServiceDevicePrefix = "service:"
+
 // Auth admits devices: the one place where tokens and device identities
 // are checked, for both dialects. A valid token is always accepted;
 // failures are counted per client address and, past a few, answered
@@ -282,6 +288,9 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
 		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
+	}
+	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, ServiceDevicePrefix) {
+		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to delivery services: choose another device_id", ServiceDevicePrefix)
 	}
 	if at.Token == "" {
 		return Grant{}, reasonNoToken, core.Errorf(core.CodeAuth, "hello carries no token")
