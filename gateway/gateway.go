@@ -48,6 +48,9 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
+	// TurnLimits bound the turns across lanes and the channel directory
+	// (turnlimits.go).
+	TurnLimits TurnLimits
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
@@ -82,7 +85,9 @@ type Gateway struct {
 	lanes    map[core.Lane]*lane
 	pickers  map[string]*picker
 	sessions map[core.Lane]*session
-	titles   titles // auto-thread titles being asked for (autotitle.go)
+	titles   titles        // auto-thread titles being asked for (autotitle.go)
+	counts   turnCounts    // turns held per token and in all (turnlimits.go)
+	running  chan struct{} // a place per turn running (turnlimits.go)
 	turns    sync.WaitGroup
 	down     bool
 }
@@ -113,6 +118,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
+	cfg.TurnLimits.defaults()
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = 32 << 20
 	}
@@ -127,6 +133,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		stopped:   make(chan struct{}),
 		ctx:       ctx, cancel: cancel,
 		lanes:    make(map[core.Lane]*lane),
+		running:  make(chan struct{}, cfg.TurnLimits.Running),
 		pickers:  make(map[string]*picker),
 		sessions: make(map[core.Lane]*session),
 	}
@@ -445,7 +452,11 @@ func (g *Gateway) recover(ctx context.Context) error {
 			g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
-		queued = append(queued, pendingTurn{msg: m})
+		// Held to no bound: they were within the bounds when sent.
+		g.mu.Lock()
+		slot, _ := g.takeSlotLocked("", true)
+		g.mu.Unlock()
+		queued = append(queued, pendingTurn{msg: m, slot: slot})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {

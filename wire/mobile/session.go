@@ -212,6 +212,9 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	// something is sent or delivered into it.
 	if !grant.Deliver {
 		if _, err := d.cfg.GW.EnsureChannel(ctx, s.lane.ChatID, s.name); err != nil {
+			if e := core.AsError(err); e.Code != core.CodeInternal {
+				return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a full directory
+			}
 			d.cfg.Log.Error("mobile: the device's channel", "device", hubID, "err", err)
 			return nil, fatal(errorf(CodeInternal, "internal error"))
 		}
