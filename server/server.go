@@ -53,8 +53,11 @@ type Config struct {
 	BodyTimeout        time.Duration
 	MaxRequestsPerAddr int
 	// MaxBuffered bounds the bytes of the large frames being read and
-	// handled at once, over all connections (see budget).
+	// handled at once, over all connections, and FrameGrace is how long
+	// a large frame may take before it must arrive at 32 KiB/s (10 s):
+	// see budget.
 	MaxBuffered int64
+	FrameGrace  time.Duration
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
@@ -87,6 +90,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024
+	}
+	if c.FrameGrace == 0 {
+		c.FrameGrace = 10 * time.Second
 	}
 	if c.MaxBuffered < max(c.MaxFrame, c.MobileMaxFrame) {
 		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
@@ -148,8 +154,9 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	mob := mobile.New(mobile.Config{
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
-	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered), helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4)),
-		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
+	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered, max(cfg.MaxFrame, cfg.MobileMaxFrame), cfg.FrameGrace),
+		helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4), helloLimit, cfg.FrameGrace),
+		socks:       make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
@@ -398,7 +405,7 @@ type peer struct {
 // wait w (waitHello).
 func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (session, dialect, bool) {
 	s.startHello(c, w)
-	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, pr.stall)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, gateway.AddrKey(p.addr), pr.stall)
 	defer release()
 	if !s.helloCame(w) {
 		return nil, dialect{}, false
@@ -447,7 +454,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, pr.stall)
+		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, conn.Token, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})
