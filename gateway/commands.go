@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,6 +37,9 @@ func (c Caller) deviceID() string {
 
 // MaxTextBytes bounds a message's text.
 const MaxTextBytes = 64 << 10
+
+// maxMessageID bounds a message id a device names (ours are far shorter).
+const maxMessageID = 128
 
 // SendRequest is a message a person sends.
 type SendRequest struct {
@@ -328,7 +332,17 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	if messageID == "" {
 		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
 	}
+	if len(messageID) > maxMessageID {
+		return core.Errorf(core.CodeUnsupported, "message_id is longer than %d bytes", maxMessageID)
+	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	// Only a message of the lane can be read: a receipt for anything else
+	// would be stored (and told to every device) for nothing.
+	if m, err := g.st.Message(ctx, messageID); errors.Is(err, store.ErrNotFound) || (err == nil && m.Lane != lk) {
+		return core.Errorf(core.CodeNotFound, "no message %s in this chat", quote(messageID))
+	} else if err != nil {
 		return err
 	}
 	dev := from.deviceID()
