@@ -186,6 +186,7 @@ const (
 	reasonNotAllowed  = "device_not_allowed"
 	reasonReserved    = "reserved_device_id"
 	reasonStore       = "store_error"
+	reasonBadDevice   = "invalid_device_id"
 	// reasonHeld: a failure answered at once because as many of its
 	// address's failures were being held back as may be.
 	reasonHeld = "too_many_delayed"
@@ -288,6 +289,9 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
 		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
+	}
+	if at.Dialect == DialectIris && at.Device != "" && ValidBinding(at.Device) != nil {
+		return Grant{}, reasonBadDevice, core.Errorf(core.CodeUnsupported, "device_id must be at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
 	}
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, ServiceDevicePrefix) {
 		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to delivery services: choose another device_id", ServiceDevicePrefix)

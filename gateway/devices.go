@@ -50,6 +50,15 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	if len(refused) > 0 {
 		w.PushRefused = core.Errorf(core.CodeUnsupported, "%s", strings.Join(refused, "; "))
 	}
+	if err := g.countConn(d); err != nil {
+		return nil, Welcome{}, err
+	}
+	counted := true
+	defer func() {
+		if counted {
+			g.uncountConn(d.Token)
+		}
+	}()
 	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}); err != nil {
 		return nil, Welcome{}, err
 	}
@@ -58,6 +67,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 		return nil, Welcome{}, err
 	}
 	c.Token = d.Token // before the connection serves a frame
+	counted = false   // Disconnect uncounts it now
 	if old != nil {
 		old.Close(hub.ErrReplaced)
 	}
@@ -81,6 +91,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 // Disconnect unregisters a connection.
 func (g *Gateway) Disconnect(c *hub.Conn) {
 	g.dropUploads(c) // partial files go with the connection
+	g.uncountConn(c.Token)
 	g.hub.Remove(c)
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 }

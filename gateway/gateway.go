@@ -48,9 +48,9 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
-	// TurnLimits bound the turns across lanes and the channel directory
-	// (turnlimits.go).
-	TurnLimits TurnLimits
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (turnlimits.go).
+	Bounds Bounds
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
@@ -118,7 +118,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
-	cfg.TurnLimits.defaults()
+	cfg.Bounds.defaults()
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = 32 << 20
 	}
@@ -133,7 +133,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		stopped:   make(chan struct{}),
 		ctx:       ctx, cancel: cancel,
 		lanes:    make(map[core.Lane]*lane),
-		running:  make(chan struct{}, cfg.TurnLimits.Running),
+		running:  make(chan struct{}, cfg.Bounds.Running),
 		pickers:  make(map[string]*picker),
 		sessions: make(map[core.Lane]*session),
 	}
@@ -402,6 +402,7 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 		if total > 0 {
 			g.log.Info("outbox pruned", "frames", total)
 		}
+		g.pruneDevices(ctx)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"slices"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -12,13 +14,14 @@ import (
 // across lanes too: per token (what one device, or one stolen token, can
 // make the gateway hold) and in all. Each person's turn holds a slot from
 // the moment it is reserved until it has run (or is dropped); turns
-// reloaded at start-up hold one too. A turn needs one of TurnLimits.Running
+// reloaded at start-up hold one too. A turn needs one of Bounds.Running
 // places to run: the others wait in their lanes, queued. Cron runs are
 // not counted against the slots (they collapse to one waiting run per
 // job) but take a running place like any turn.
 
-// TurnLimits are those bounds; zero fields take the defaults.
-type TurnLimits struct {
+// Bounds are those bounds, and the other bounds of the core on what
+// clients can make it hold; zero fields take the defaults.
+type Bounds struct {
 	PerToken int // turns queued and running of one token (64)
 	InAll    int // of all tokens (512)
 	Running  int // turns running at once (16)
@@ -27,9 +30,16 @@ type TurnLimits struct {
 	Channels int
 	// AutoThreadsPerMinute bounds the auto-threads one token opens (30).
 	AutoThreadsPerMinute int
+	// ConnsPerToken bounds the live connections of one token (64).
+	ConnsPerToken int
+	// Devices bounds the device rows kept without a push registration
+	// (10,000): the oldest seen go first, and any unseen for DeviceAge
+	// (90 days).
+	Devices   int
+	DeviceAge time.Duration
 }
 
-func (l *TurnLimits) defaults() {
+func (l *Bounds) defaults() {
 	if l.PerToken == 0 {
 		l.PerToken = 64
 	}
@@ -45,21 +55,30 @@ func (l *TurnLimits) defaults() {
 	if l.AutoThreadsPerMinute == 0 {
 		l.AutoThreadsPerMinute = 30
 	}
+	if l.ConnsPerToken == 0 {
+		l.ConnsPerToken = 64
+	}
+	if l.Devices == 0 {
+		l.Devices = 10_000
+	}
+	if l.DeviceAge == 0 {
+		l.DeviceAge = 90 * 24 * time.Hour
+	}
 }
 
-func (l TurnLimits) tokenTurns() error {
+func (l Bounds) tokenTurns() error {
 	return core.Errorf(core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers", l.PerToken)
 }
 
-func (l TurnLimits) allTurns() error {
+func (l Bounds) allTurns() error {
 	return core.Errorf(core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers", l.InAll)
 }
 
-func (l TurnLimits) directoryFull() error {
+func (l Bounds) directoryFull() error {
 	return core.Errorf(core.CodeRateLimited, "the channel directory is full (%d channels and threads): delete some first", l.Channels)
 }
 
-func (l TurnLimits) autoThreads() error {
+func (l Bounds) autoThreads() error {
 	return core.Errorf(core.CodeRateLimited, "more than %d new threads a minute: send into an existing thread, or wait a moment", l.AutoThreadsPerMinute)
 }
 
@@ -76,6 +95,8 @@ type turnCounts struct {
 	byToken map[string]int
 	// threads is each token's auto-thread budget (a token bucket).
 	threads map[string]*threadBudget
+	// conns counts the live connections by token.
+	conns map[string]int
 }
 
 type threadBudget struct {
@@ -91,7 +112,7 @@ func (g *Gateway) takeSlotLocked(token string, force bool) (*turnSlot, error) {
 		c.byToken = map[string]int{}
 	}
 	if !force {
-		lim := g.cfg.TurnLimits
+		lim := g.cfg.Bounds
 		if token != "" && c.byToken[token] >= lim.PerToken {
 			g.cfg.Metrics.Limited.WithLabelValues("token_turns").Inc()
 			return nil, lim.tokenTurns()
@@ -139,7 +160,7 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	if c.threads == nil {
 		c.threads = map[string]*threadBudget{}
 	}
-	per := float64(g.cfg.TurnLimits.AutoThreadsPerMinute)
+	per := float64(g.cfg.Bounds.AutoThreadsPerMinute)
 	b := c.threads[token]
 	if b == nil {
 		b = &threadBudget{left: per, at: now}
@@ -149,7 +170,7 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	b.at = now
 	if b.left < 1 {
 		g.cfg.Metrics.Limited.WithLabelValues("auto_threads").Inc()
-		return g.cfg.TurnLimits.autoThreads()
+		return g.cfg.Bounds.autoThreads()
 	}
 	b.left--
 	// Full budgets are forgotten: the map holds only the tokens that
@@ -162,7 +183,7 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	return nil
 }
 
-// runPlace waits for one of the TurnLimits.Running places to run a turn;
+// runPlace waits for one of the Bounds.Running places to run a turn;
 // false when the gateway is stopping.
 func (g *Gateway) runPlace() bool {
 	select {
@@ -182,11 +203,75 @@ func (g *Gateway) roomForChannel(tx *store.Tx) error {
 	if err != nil {
 		return err
 	}
-	if n >= g.cfg.TurnLimits.Channels {
+	if n >= g.cfg.Bounds.Channels {
 		g.cfg.Metrics.Limited.WithLabelValues("channels").Inc()
-		return g.cfg.TurnLimits.directoryFull()
+		return g.cfg.Bounds.directoryFull()
 	}
 	return nil
+}
+
+// countConn counts a connection of d's token about to be registered, or
+// refuses it when the token has as many as it may; the connection it
+// replaces (the same device's) does not count.
+func (g *Gateway) countConn(d Device) error {
+	if d.Token == "" {
+		return nil
+	}
+	online := g.hub.Online(d.ID)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.counts.conns == nil {
+		g.counts.conns = map[string]int{}
+	}
+	n := g.counts.conns[d.Token]
+	if online {
+		n--
+	}
+	if n >= g.cfg.Bounds.ConnsPerToken {
+		g.cfg.Metrics.Limited.WithLabelValues("token_conns").Inc()
+		return core.Errorf(core.CodeRateLimited, "%d connections of this token are open, as many as it may have: close one first", g.cfg.Bounds.ConnsPerToken)
+	}
+	g.counts.conns[d.Token]++
+	return nil
+}
+
+func (g *Gateway) uncountConn(token string) {
+	if token == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.counts.conns[token]--; g.counts.conns[token] <= 0 {
+		delete(g.counts.conns, token)
+	}
+}
+
+// pruneDevices forgets the device rows past Bounds.Devices and DeviceAge
+// that have no push registration and no live connection: a client choosing
+// a new device id at every hello would grow the table without end.
+func (g *Gateway) pruneDevices(ctx context.Context) {
+	before := time.Now().Add(-g.cfg.Bounds.DeviceAge).UnixMilli()
+	var gone int
+	for ctx.Err() == nil {
+		ids, err := g.st.StaleDevices(ctx, g.cfg.Bounds.Devices, before, 1000)
+		if err == nil {
+			ids = slices.DeleteFunc(ids, g.hub.Online)
+			err = g.st.DeleteDevices(ctx, ids)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Warn("pruning device rows", "err", err)
+			}
+			return
+		}
+		gone += len(ids)
+		if len(ids) < 1000 {
+			break
+		}
+	}
+	if gone > 0 {
+		g.log.Info("forgot devices long unseen or past the bound, with no push registration", "devices", gone)
+	}
 }
 
 // tokenOf is the token a caller said hello with ("": none).

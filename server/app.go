@@ -51,9 +51,10 @@ type AppConfig struct {
 	AuthLimits gateway.AuthLimits
 	// Version is what the admin socket reports (irisgate version).
 	Version string
-	// TurnLimits bound the turns across lanes and the channel directory
-	// (gateway.TurnLimits' defaults when zero).
-	TurnLimits gateway.TurnLimits
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (gateway.Bounds' defaults
+	// when zero).
+	Bounds gateway.Bounds
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -161,7 +162,7 @@ func Open(cfg AppConfig) (*App, error) {
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
 		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
-		Media: a.Media, TurnLimits: cfg.TurnLimits,
+		Media: a.Media, Bounds: cfg.Bounds,
 	})
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})

@@ -82,7 +82,7 @@ func TestFailedHelloLogIsBounded(t *testing.T) {
 	g := testgw.Start(t, logTo, func(c *server.AppConfig) {
 		c.AuthLimits = gateway.AuthLimits{LogBurst: 5, LogEvery: time.Hour}
 	})
-	long := strings.Repeat("d", 5000)
+	long := strings.Repeat("d", gateway.MaxBindingLen) // the longest valid device_id
 	for i := range 12 {
 		r := dialFrom(t, g, fmt.Sprintf("127.0.2.%d", i+1))
 		r.writeJSON(helloFrame("wrong", long))

@@ -20,7 +20,7 @@ import (
 func TestTurnsAreBoundedAcrossLanes(t *testing.T) {
 	const perToken, inAll, running = 6, 9, 2
 	g := testgw.Start(t, slowEcho(20*time.Millisecond), func(c *server.AppConfig) {
-		c.TurnLimits = gateway.TurnLimits{PerToken: perToken, InAll: inAll, Running: running}
+		c.Bounds = gateway.Bounds{PerToken: perToken, InAll: inAll, Running: running}
 	})
 	ctx := context.Background()
 	other, _, err := gateway.CreateToken(ctx, g.App.Store, "other", "")
@@ -90,7 +90,7 @@ func TestTurnsAreBoundedAcrossLanes(t *testing.T) {
 // directory in all: past either, a clear rate_limited, nothing stored.
 func TestAutoThreadsAndTheDirectoryAreBounded(t *testing.T) {
 	g := testgw.Start(t, func(c *server.AppConfig) {
-		c.TurnLimits = gateway.TurnLimits{AutoThreadsPerMinute: 3, Channels: 6}
+		c.Bounds = gateway.Bounds{AutoThreadsPerMinute: 3, Channels: 6}
 	})
 	a := g.Dial(t, "phone")
 	for i := range 4 {

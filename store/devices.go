@@ -111,6 +111,39 @@ func dropPushOf(tx *Tx, tokenID string) (int64, error) {
 	return res.RowsAffected()
 }
 
+// StaleDevices lists up to limit devices without a push registration
+// that are past the bounds: the rows beyond the keep most recently seen,
+// and any last seen before before (Unix ms).
+func (s *Store) StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
+		AND (last_seen < ? OR device_id NOT IN (SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
+			ORDER BY last_seen DESC LIMIT ?)) LIMIT ?`, before, keep, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// DeleteDevices forgets devices (what they proved, their last pushed
+// cursor); a device that comes back starts afresh.
+func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	in, args := inList(ids)
+	_, err := s.exec(ctx, `DELETE FROM devices WHERE device_id IN `+in, args...)
+	return err
+}
+
 // SetProven stores the device's proven set.
 func (s *Store) SetProven(ctx context.Context, id, proven string) error {
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)

@@ -96,6 +96,9 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic, Token: grant.TokenID}, codec{})
 	if err != nil {
+		if code := core.AsError(err).Code; code != core.CodeInternal {
+			return nil, fatal(id, err, string(code)) // a bound (the token's connections)
+		}
 		return nil, fatal(id, err, "internal error")
 	}
 	sctx, stop := context.WithCancel(context.Background())

@@ -222,6 +222,9 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	s.codec = newCodec(d, hubID, s.lane, hubID)
 	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName, Token: tokenKey(grant.TokenID, h.Token)}, s.codec)
 	if err != nil {
+		if e := core.AsError(err); e.Code != core.CodeInternal {
+			return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a bound (the token's connections)
+		}
 		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
 		return nil, fatal(errorf(CodeInternal, "internal error"))
 	}
