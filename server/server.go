@@ -434,6 +434,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn := sess.Conn()
 	if d.proofs {
 		pr.attach(conn)
+		conn.TrackProofs()
 	}
 	s.mu.Lock()
 	if s.down {
