@@ -83,7 +83,15 @@ func (s *Session) media(ctx context.Context, env *inEnvelope, id int64) error {
 		if err := payload(env, &p); err != nil {
 			return err
 		}
-		return gw.UploadStart(ctx, s.caller(id), gateway.UploadRequest{Ref: p.Ref, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename})
+		if err := gw.UploadStart(ctx, s.caller(id), gateway.UploadRequest{Ref: p.Ref, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename}); err != nil {
+			return err
+		}
+		// A start with an id gets its one reply: a pong carrying it (the
+		// schema has no start ack, and media.upload.ack answers the end,
+		// which apps send with the same id and wait for by its type).
+		if id != 0 {
+			s.reply(id, "pong", core.Lane{}, struct{}{})
+		}
 	case "media.upload.end":
 		var p uploadEndReq
 		if err := payload(env, &p); err != nil {

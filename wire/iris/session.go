@@ -173,7 +173,8 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 	return typ, nil
 }
 
-// known are the request types; any other is ignored.
+// known are the request types; any other is ignored (answered
+// unsupported when it carries an id).
 var known = map[string]bool{
 	"hello": true, "ping": true, "message.send": true, "history": true, "sync": true, "message.delete": true,
 	"read.receipt": true, "agent.stop": true, "agent.steer": true, "fcm.register": true, "channel.list": true,
@@ -327,7 +328,15 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		// An unknown or expired picker is a no-op, without a reply.
 		return gw.SelectPicker(ctx, s.caller(id), p.PickerID, p.Value)
 	default:
-		// Unknown types are ignored, for forward compatibility.
+		// Unknown types are ignored, for forward compatibility, unless
+		// they carry an id: every request with one gets a reply.
+		if id != 0 {
+			t := env.Type
+			if len(t) > 64 {
+				t = t[:64] + "…"
+			}
+			return core.Errorf(core.CodeUnsupported, "unknown request type %q", t)
+		}
 	}
 	return nil
 }
