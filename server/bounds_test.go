@@ -406,6 +406,19 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 		n, err := c.Read(make([]byte, 1))
 		return n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 	}
+	// The server counts a connection when it accepts it and forgets it
+	// when its read ends or a request starts, after the client's side
+	// has moved on: wait for the room to hold n before the next step.
+	room := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(testgw.Wait)
+		for g.App.Srv.WaitingBeforeRequest() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections wait, want %d", g.App.Srv.WaitingBeforeRequest(), n)
+			}
+			time.Sleep(time.Millisecond) // polled: the server has no event to wait on
+		}
+	}
 	served := func(c net.Conn) bool {
 		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(testgw.Wait))
@@ -416,6 +429,7 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 	for range 8 {
 		five = append(five, dial("127.0.0.5"))
 	}
+	room(8)
 	// The ninth from .5 is turned away; the first eight wait on.
 	if c := dial("127.0.0.5"); !isClosed(c) {
 		t.Fatal("a ninth connection from .5 is served")
@@ -423,9 +437,11 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 	for _, c := range five[2:] {
 		c.Close()
 	}
+	room(2)
 	if !served(five[1]) {
 		t.Fatal("a waiting connection's request was not served")
 	}
+	room(2) // five[1] idles, waiting again
 	// A trusted proxy is not held to one address's bound: 10 wait from
 	// it. Its 11th finds the room full, and .5, below its fair share,
 	// keeps its two.
@@ -433,6 +449,7 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 	for range 10 {
 		proxy = append(proxy, dial("127.0.0.6"))
 	}
+	room(12)
 	if !isClosed(dial("127.0.0.6")) {
 		t.Fatal("the proxy's 11th connection is served in a full room")
 	}

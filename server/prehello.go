@@ -178,6 +178,14 @@ type httpWaiting struct {
 	room room[net.Conn]
 }
 
+// WaitingBeforeRequest is how many connections net/http holds that have
+// sent no request yet (or idle between requests): the room ConnState keeps.
+func (s *Server) WaitingBeforeRequest() int {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return s.http.room.len()
+}
+
 // ConnState is the http.Server's ConnState hook.
 func (s *Server) ConnState(c net.Conn, st http.ConnState) {
 	s.hmu.Lock()
