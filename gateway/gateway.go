@@ -85,11 +85,13 @@ type Gateway struct {
 	lanes    map[core.Lane]*lane
 	pickers  map[string]*picker
 	sessions map[core.Lane]*session
-	titles   titles        // auto-thread titles being asked for (autotitle.go)
-	counts   turnCounts    // turns held per token and in all (turnlimits.go)
-	running  chan struct{} // a place per turn running (turnlimits.go)
-	turns    sync.WaitGroup
-	down     bool
+	titles   titles     // auto-thread titles being asked for (autotitle.go)
+	counts   turnCounts // turns held per token and in all (turnlimits.go)
+	// skippedRows are the outbox rows a sync skipped and logged.
+	skippedRows map[int64]bool
+	running     chan struct{} // a place per turn running (turnlimits.go)
+	turns       sync.WaitGroup
+	down        bool
 }
 
 // New makes a gateway. Call Run to start it.

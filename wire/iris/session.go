@@ -14,6 +14,7 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
 // Config is what the dialect needs from the server.
@@ -406,6 +407,10 @@ func nullableString(raw json.RawMessage, field string) (*string, error) {
 	return &v, nil
 }
 
+// errLoneSurrogate refuses a frame with a \u escape of half a UTF-16
+// surrogate pair.
+var errLoneSurrogate = core.Errorf(core.CodeUnsupported, `the frame holds a lone UTF-16 surrogate escape (a \uD800-\uDFFF without its pair): it is no character`)
+
 // errSyncing answers a sync sent while the connection's last one runs.
 var errSyncing = core.Errorf(core.CodeRateLimited, "a sync is already running on this connection: wait for its sync.done (or error)")
 
@@ -473,6 +478,10 @@ func decode(data []byte) (*inEnvelope, int64, error) {
 	}
 	if err != nil {
 		return nil, id, core.Errorf(core.CodeUnsupported, "malformed frame: %s", jsonError(err))
+	}
+	if jsontext.LoneSurrogate(data) {
+		// Decoded, it would be U+FFFD: stored as what the device never wrote.
+		return nil, id, errLoneSurrogate
 	}
 	if env.V != nil && *env.V != Version {
 		return nil, id, errBadVersion
