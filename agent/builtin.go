@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -120,12 +119,15 @@ func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string,
 	return network, env.request(ctx, Request{Title: "Run this command?", Command: cmdline, Why: strings.Join(why, " ")})
 }
 
-// runCommand runs a command that leads its own process group (behind the
-// sandbox's walls, where it also has its own PID namespace), so a stop or
-// a timeout kills everything it started, keeping the head and tail of its
-// output within limit bytes. While it runs it reports progress every
-// interval.
-func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
+// stopGrace is how long a stopped command's supervisor has to kill what
+// the command started before it is killed itself.
+const stopGrace = 5 * time.Second
+
+// runCommand runs a command under the sandbox's supervisor, which kills
+// everything the command started when it ends, on a stop and on a
+// timeout, keeping the head and tail of its output within limit bytes.
+// While it runs it reports progress every interval.
+func runCommand(ctx context.Context, cmd *sandbox.Cmd, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := &capped{limit: limit}
@@ -143,6 +145,10 @@ func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit
 		select {
 		case err := <-done:
 			text := out.String()
+			if errors.Is(err, exec.ErrWaitDelay) {
+				// Without a wall a command can escape its supervisor.
+				return text + "\n[a process the command started kept its output open after it ended: the output was cut there]", nil
+			}
 			if err != nil {
 				var ee *exec.ExitError
 				if errors.As(err, &ee) {
@@ -154,8 +160,13 @@ func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit
 		case <-tick.C:
 			progress(fmt.Sprintf("running… %ds", int(time.Since(start).Seconds())))
 		case <-ctx.Done():
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			cmd.Stop()
+			select {
+			case <-done:
+			case <-time.After(stopGrace):
+				cmd.Kill() // and WaitDelay bounds what is left of the wait
+				<-done
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return out.String(), fmt.Errorf("killed after %v (timeout)", timeout)
 			}
