@@ -87,15 +87,20 @@ func terminalTool(ts *Tools) *Tool {
 // call for before a command runs, and says whether it may use the network.
 // With a sandbox the default asks only for the network and, as a courtesy,
 // for the clearly destructive commands of the policy; without one, or in
-// "ask" mode, everything that is not read-only asks.
+// "ask" mode, everything that is not read-only asks. Where the sandbox is
+// on but no wall holds for the working directory (the kernel offers none,
+// or Landlock cannot hide the data directory lying in it), /yolo asks all
+// the same: nothing else would keep the gateway's own data (its keys, its
+// tokens' hashes) from a command a document told the model to run. Only
+// an owner who turned the sandbox off gets a /yolo without walls.
 func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string, wantNet bool) (network bool, err error) {
 	mode := env.mode(ts)
 	walled := ts.Sandbox.WallFor(env.Cwd) != sandbox.None
-	if mode == AskNever {
+	if mode == AskNever && (walled || ts.Sandbox.Off()) {
 		return wantNet, nil
 	}
 	var why []string
-	if !ReadOnly(cmdline) {
+	if !ts.readOnlyHere(env.Cwd, cmdline, walled) {
 		switch {
 		case !walled && ts.Sandbox.Wall() != sandbox.None:
 			why = append(why, "Without namespaces the sandbox cannot keep the gateway's data directory, which lies inside the working directory, out of reach: every command that is not read-only asks.")
@@ -104,9 +109,14 @@ func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string,
 		case mode == AskAll:
 			why = append(why, "This chat asks before everything that is not read-only (/approvals).")
 		}
+		if !walled && mode == AskNever {
+			why = append(why, "/yolo does not change that where the sandbox is on and no wall holds (--sandbox off would).")
+		}
 	}
-	if d := ts.Policy.Check(cmdline); d != "" {
-		why = append(why, d)
+	if mode != AskNever {
+		if d := ts.Policy.Check(cmdline); d != "" {
+			why = append(why, d)
+		}
 	}
 	network = walled && env.granted(ctx, GrantNetwork)
 	if walled && wantNet && !network {
@@ -214,9 +224,9 @@ func (c *capped) String() string {
 
 const maxReadFile = 64 << 10
 
-// maxSendFile bounds the copy send_file makes (the media store's own limit,
-// 64 MiB by default, then holds).
-const maxSendFile = 1 << 30
+// defaultMaxFile is the largest file send_file offers when Tools.MaxFile
+// is not set: the media store's default limit (serve's --max-media).
+const defaultMaxFile = 64 << 20
 
 func readFileTool(ts *Tools) *Tool {
 	return &Tool{
@@ -229,7 +239,7 @@ func readFileTool(ts *Tools) *Tool {
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			f, err := ts.openToRead(ctx, env, str(a, "path"), "Read this file?")
+			f, _, err := ts.openToRead(ctx, env, str(a, "path"), "Read this file?")
 			if err != nil {
 				return "", err
 			}
@@ -255,34 +265,48 @@ func readFileTool(ts *Tools) *Tool {
 
 // openToRead opens a file a tool reads: inside the working directory
 // without asking, outside (by its name or through a link) once the person
-// allows it; never a hidden path, whatever the answer.
-func (ts *Tools) openToRead(ctx context.Context, env *ToolEnv, name, title string) (*os.File, error) {
+// allows it; never a hidden path, whatever the answer. What is asked about
+// is the file the path resolves to, by its real name (which a "session"
+// or "always" answer is kept for), and what is opened must be that file
+// still. It returns the file and the path the person would know it by.
+func (ts *Tools) openToRead(ctx context.Context, env *ToolEnv, name, title string) (*os.File, string, error) {
 	p, err := sandbox.Locate(env.Cwd, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	why := "This reads a file outside the working directory."
 	if p.Inside() {
 		f, err := ts.Sandbox.OpenRead(env.Cwd, p)
 		if !errors.Is(err, sandbox.ErrOutside) {
-			return f, err
+			return f, p.Abs, err
 		}
-		target, lerr := filepath.EvalSymlinks(p.Abs)
-		if lerr != nil {
-			return nil, err
-		}
-		why = fmt.Sprintf("%s is a link to %s, outside the working directory.", p.Rel, target)
-		p = sandbox.Path{Abs: target}
 	}
 	if err := ts.Sandbox.Refuses(p.Abs); err != nil {
-		return nil, err
+		return nil, p.Abs, err
+	}
+	q, err := ts.Sandbox.ResolveOutside(p.Abs)
+	if err != nil {
+		return nil, p.Abs, err
+	}
+	if err := ts.Sandbox.Refuses(q.Abs); err != nil {
+		return nil, p.Abs, err
+	}
+	why := "This reads a file outside the working directory."
+	switch {
+	case p.Inside():
+		why = fmt.Sprintf("%s is a link to %s, outside the working directory.", p.Rel, q.Abs)
+	case q.Abs != p.Abs:
+		why = fmt.Sprintf("This reads a file outside the working directory: %s leads to %s.", p.Abs, q.Abs)
 	}
 	if env.mode(ts) != AskNever {
-		if err := env.request(ctx, Request{Title: title, Command: "read " + p.Abs, Why: why}); err != nil {
-			return nil, err
+		if err := env.request(ctx, Request{Title: title, Command: "read " + q.Abs, Why: why}); err != nil {
+			return nil, p.Abs, err
 		}
 	}
-	return ts.Sandbox.OpenRead(env.Cwd, p)
+	f, err := ts.Sandbox.OpenRead(env.Cwd, q)
+	if errors.Is(err, sandbox.ErrChanged) {
+		err = fmt.Errorf("refused: %s is not the file that was approved any more (%v)", q.Abs, err)
+	}
+	return f, p.Abs, err
 }
 
 func writeFileTool(ts *Tools) *Tool {
@@ -304,21 +328,58 @@ func writeFileTool(ts *Tools) *Tool {
 			if !p.Inside() {
 				return "", refused
 			}
-			if env.mode(ts) == AskAll {
-				if err := env.request(ctx, Request{Title: "Write this file?", Command: "write " + p.Abs, Why: "This chat asks before everything that is not read-only (/approvals)."}); err != nil {
+			// Where the write lands, links followed: what is asked about,
+			// checked and written.
+			q, err := ts.Sandbox.ResolveInside(env.Cwd, p)
+			if errors.Is(err, sandbox.ErrOutside) {
+				return "", fmt.Errorf("refused: %s leads outside the working directory %s (through a link); write_file writes only inside it", p.Rel, env.Cwd)
+			}
+			if err != nil {
+				return "", err
+			}
+			if gitMeta(q.Rel) {
+				return "", fmt.Errorf("refused: %s lies in a .git directory, whose hooks and config git runs outside the sandbox when you commit; write_file does not write there (use git's own commands)", q.Abs)
+			}
+			mode := env.mode(ts)
+			var why string
+			switch {
+			case mode == AskAll:
+				why = "This chat asks before everything that is not read-only (/approvals)."
+			case ts.Sandbox.WallFor(env.Cwd) == sandbox.None && mode != AskNever:
+				why = "There is no sandbox for commands here, and a file written now can make a later command that runs unasked do something else: every write asks."
+			}
+			if why != "" {
+				if q.Abs != p.Abs {
+					why = fmt.Sprintf("%s is a link to %s. %s", p.Rel, q.Abs, why)
+				}
+				if err := env.request(ctx, Request{Title: "Write this file?", Command: "write " + q.Abs, Why: why}); err != nil {
 					return "", err
 				}
 			}
 			content := str(a, "content")
-			if err := ts.Sandbox.WriteInside(env.Cwd, p, []byte(content)); err != nil {
+			if err := ts.Sandbox.WriteInside(env.Cwd, q, []byte(content)); err != nil {
 				if errors.Is(err, sandbox.ErrOutside) {
 					return "", fmt.Errorf("refused: %s leads outside the working directory %s (through a link); write_file writes only inside it", p.Rel, env.Cwd)
 				}
+				if errors.Is(err, sandbox.ErrChanged) {
+					return "", fmt.Errorf("refused: %s changed (a link was put on its way) after it was resolved", q.Abs)
+				}
 				return "", err
 			}
-			return fmt.Sprintf("wrote %d bytes to %s", len(content), p.Abs), nil
+			return fmt.Sprintf("wrote %d bytes to %s", len(content), q.Abs), nil
 		},
 	}
+}
+
+// gitMeta reports whether a path relative to the working directory lies
+// in a .git directory, or is a .git file (a worktree's pointer to one).
+func gitMeta(rel string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+		if strings.EqualFold(part, ".git") {
+			return true
+		}
+	}
+	return false
 }
 
 func todoTool() *Tool {
@@ -424,7 +485,7 @@ func sendFileTool(ts *Tools) *Tool {
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			f, err := ts.openToRead(ctx, env, str(a, "path"), "Send this file?")
+			f, shown, err := ts.openToRead(ctx, env, str(a, "path"), "Send this file?")
 			if err != nil {
 				return "", err
 			}
@@ -433,18 +494,42 @@ func sendFileTool(ts *Tools) *Tool {
 			if err != nil {
 				return "", err
 			}
-			if st.Size() > maxSendFile {
-				return "", fmt.Errorf("%s is %d bytes; send_file sends at most %d", f.Name(), st.Size(), int64(maxSendFile))
+			limit := ts.MaxFile
+			if limit <= 0 {
+				limit = defaultMaxFile
+			}
+			// The gateway's limit first: a file it will refuse is not
+			// copied, and the model hears it was not sent.
+			refused := func(size int64) error {
+				return fmt.Errorf("not sent: %s is %s; the gateway sends files of at most %s (--max-media)", shown, byteSize(size), byteSize(limit))
+			}
+			if st.Size() > limit {
+				return "", refused(st.Size())
 			}
 			// The gateway stores the file by name: hand it a copy of what
 			// was checked, not a name a link could move meanwhile.
-			copyPath, done, err := sandbox.CopyOut(io.LimitReader(f, maxSendFile+1), f.Name())
+			copyPath, done, n, err := sandbox.CopyOut(io.LimitReader(f, limit+1), f.Name())
 			if err != nil {
 				return "", err
 			}
+			if n > limit { // it grew since
+				done()
+				return "", refused(n)
+			}
 			defer done()
 			env.emit(Event{Kind: File, Path: copyPath, Text: str(a, "caption")})
-			return fmt.Sprintf("offered %s (%d bytes) to the devices", f.Name(), st.Size()), nil
+			return fmt.Sprintf("offered %s (%d bytes) to the devices", shown, n), nil
 		},
 	}
+}
+
+// byteSize says n bytes for a person.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -202,6 +202,10 @@ func (s *Sandbox) Wall() Wall {
 	return s.wall
 }
 
+// Off reports whether the owner turned the walls off (--sandbox off, or
+// no Sandbox at all), rather than the kernel offering none.
+func (s *Sandbox) Off() bool { return s == nil || s.cfg.Want == None }
+
 // WallFor is the wall a command run in dir gets: Landlock alone cannot
 // keep the data directory out of a working directory that holds it.
 func (s *Sandbox) WallFor(dir string) Wall {

@@ -32,6 +32,9 @@ type AgentFlags struct {
 	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY" group:"Agent"`
 	SandboxFlags
 	HermesFlags
+
+	// maxFile is serve's --max-media, the largest file send_file offers.
+	maxFile int64
 }
 
 // HermesFlags connect irisgate to a running Hermes Agent through its API
@@ -116,11 +119,11 @@ func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 		}
 		policy.Rules = append(policy.Rules, agent.Rule{Pattern: re, Description: "matches the configured pattern " + pat})
 	}
-	sb, err := f.sandbox(log)
+	sb, err := f.sandbox(log, f.Workdir)
 	if err != nil {
 		return nil, err
 	}
-	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout}
+	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout, MaxFile: f.maxFile}
 	tools.List = agent.Builtin(tools)
 	prompt := f.SystemPrompt
 	if prompt == "" {
