@@ -88,6 +88,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	}
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
+	cfg.Listen, cfg.PublicURL = ln.Addr().String(), c.PublicURL
 	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
