@@ -16,11 +16,13 @@ const WaitDelay = 2 * time.Second
 // Cmd is a command prepared behind the sandbox's walls. Set Stdout and
 // Stderr, Start it, Wait for it; Stop ends it with everything it started.
 //
-// On Linux the process started is the sandbox's supervisor (see
-// supervise_linux.go): it leads a session of its own (no controlling
-// terminal), is the child subreaper of everything the command starts,
-// and when the command's shell exits, or Stop is called, or the gateway
-// dies, it kills every process left and exits with the shell's status.
+// On Linux the process started leads a session of its own (no
+// controlling terminal). Behind the Landlock wall and without a wall it is
+// the sandbox's supervisor (see supervise_linux.go): the child subreaper
+// of everything the command starts, which, when the command's shell
+// exits, or Stop is called, or the gateway dies, kills every process left
+// and exits with the shell's status. Behind the namespaces wall it is the
+// first process of the command's PID namespace, whose end ends them all.
 type Cmd struct {
 	*exec.Cmd
 	// ctl is the gateway's end of the supervisor's control pipe: closing
@@ -67,8 +69,9 @@ func (c *Cmd) Wait() error {
 }
 
 // Stop tells the supervisor to kill everything the command started and
-// exit; Wait then returns. Without a supervisor (not Linux) it kills the
-// command's process group.
+// exit; Wait then returns. Without a supervisor (the namespaces wall, not
+// Linux) it kills the command's process group, which behind the
+// namespaces wall ends its PID namespace.
 func (c *Cmd) Stop() {
 	if c.ctl != nil {
 		c.closeCtl()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // helperEnv marks a process started as the sandbox helper; its value is
@@ -74,13 +76,43 @@ func helperMain(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &sp); err != nil {
 		return fmt.Errorf("bad spec: %w", err)
 	}
-	if sp.Stage == "walls" {
+	switch {
+	case sp.Stage == "walls":
 		return walls(&sp)
+	case sp.Wall == Namespaces:
+		return namespaced(&sp)
 	}
 	return supervise(&sp)
 }
 
-// helper prepares the supervisor for spec behind wall w.
+// namespaced is the helper behind the namespaces wall: PID 1 of fresh
+// namespaces, it shapes the mounts and builds the walls around itself,
+// then becomes bash. No supervisor is needed there: when the PID
+// namespace's first process exits (the command ends, or the gateway
+// kills it on a timeout or /stop, or dies itself: Pdeathsig), the kernel
+// kills every process in it before the exit is reported, and a command
+// cannot reach a process outside it.
+func namespaced(sp *spec) error {
+	if err := setupMounts(sp); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	if !sp.Network {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("loopback: %w", err)
+		}
+	}
+	// The capabilities the mounts needed end here.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := cloexecFrom(3); err != nil {
+		return fmt.Errorf("closing inherited descriptors: %w", err)
+	}
+	return walls(sp)
+}
+
+// helper prepares the helper for spec behind wall w: the supervisor, or
+// behind the namespaces wall the helper that becomes bash.
 func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
 	bash, err := s.bashPath()
 	if err != nil {
@@ -92,7 +124,7 @@ func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
 		sp.Hide = s.hidden()
 		sp.Expose = s.exposed()
 	}
-	sp.Control = !sp.Probe
+	sp.Control = !sp.Probe && w != Namespaces
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -101,7 +133,9 @@ func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
 	// replaced the file meanwhile: the helper always speaks this spec.
 	c := exec.Command("/proc/self/exe")
 	c.Args = []string{"irisgate-sandbox"}
-	c.Env = []string{helperEnv + "=" + string(b)}
+	// One P: the helper does one thing at a time, and each thread a Go
+	// process starts must be scheduled again before it can exit.
+	c.Env = []string{helperEnv + "=" + string(b), "GOMAXPROCS=1"}
 	c.Dir = sp.Work
 	// A session of its own: no controlling terminal, so no command can
 	// reach the gateway's terminal through /dev/tty (TIOCSTI there would
@@ -117,11 +151,14 @@ func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
-		// The supervisor mounts and brings the loopback up after exec,
-		// which as anyone but root inside drops the namespace's
-		// capabilities unless they are ambient; it clears them before it
-		// starts anything.
+		// The helper mounts and brings the loopback up after exec, which
+		// as anyone but root inside drops the namespace's capabilities
+		// unless they are ambient; it clears them before bash.
 		attr.AmbientCaps = []uintptr{capSysAdmin, capNetAdmin}
+		// The gateway's death ends the namespace too. (Pdeathsig follows
+		// the thread that started the helper; the gateway's threads live
+		// as long as it does: none of its goroutines exits locked.)
+		attr.Pdeathsig = syscall.SIGKILL
 	}
 	c.SysProcAttr = attr
 	cmd := newCmd(c)

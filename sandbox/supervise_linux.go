@@ -14,21 +14,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The supervisor is the helper's first stage. The gateway starts it in a
-// session of its own (and, for the namespaces wall, as PID 1 of fresh
-// namespaces, where it shapes the mounts). It stays outside the walls: it
+// The supervisor is the helper's first stage for the Landlock wall and
+// for no wall. The gateway starts it in a session of its own. It stays
+// outside the walls: it
 // is the child subreaper of everything the command starts, so a process
 // that double-forks or calls setsid still ends up its child, and when the
 // command's shell exits, the gateway closes the control pipe (a timeout,
 // /stop) or the gateway dies (the pipe closes with it), it kills every
 // process left, reaps them and exits with the shell's status.
 //
-// Behind a wall the command cannot signal or trace it: Landlock (from ABI
-// 6) keeps a command's signals and ptrace inside its own domain, which
-// the supervisor is not in, and in a PID namespace it is the init that
-// SIGKILL from inside does not reach. It never runs the command in its
-// own process: the walls are built by a second copy of the helper, which
-// then becomes bash.
+// Behind Landlock the command cannot signal or trace it: Landlock (from
+// ABI 6) keeps a command's signals and ptrace inside its own domain, which
+// the supervisor is not in. It never runs the command in its own process:
+// the walls are built by a second copy of the helper, which then becomes
+// bash. (Had a thread of the supervisor built them, the command could
+// ptrace that thread, of its own domain, and write the memory it shares
+// with the unrestricted rest.) The namespaces wall needs no supervisor:
+// see namespaced.
 //
 // Without a wall a command runs as the gateway's user and could kill the
 // supervisor first; then what it started outlives it, which the README
@@ -40,21 +42,6 @@ const closeRangeCloexec = 1 << 2
 func supervise(sp *spec) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("child subreaper: %w", err)
-	}
-	if sp.Wall == Namespaces {
-		if err := setupMounts(sp); err != nil {
-			return fmt.Errorf("mount namespace: %w", err)
-		}
-		if !sp.Network {
-			if err := loopbackUp(); err != nil {
-				return fmt.Errorf("loopback: %w", err)
-			}
-		}
-		// The capabilities the mounts needed are for the supervisor
-		// alone: nothing it starts inherits them.
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return fmt.Errorf("clearing ambient capabilities: %w", err)
-		}
 	}
 	// Whatever the gateway inherited without close-on-exec (a terminal, a
 	// socket its service manager passed) must not reach the command.
@@ -83,6 +70,7 @@ func supervise(sp *spec) error {
 	}
 	var stop atomic.Bool
 	if sp.Control {
+		unix.SetNonblock(3, true) // read through the poller: no thread waits on it
 		go func() {
 			ctl := os.NewFile(3, "control")
 			var b [64]byte

@@ -313,8 +313,11 @@ func TestSandboxNothingOutlivesACommand(t *testing.T) {
 		// In the background, holding the output open: the command ends
 		// at once, and the sleeper with it.
 		r.sbCall("terminal", "command", sleeper(1)+" & echo started")
-		// In the foreground, past the timeout.
-		r.sbCall("terminal", "command", sleeper(2), "timeout", 1)
+		// Past the timeout. (In the background again: behind the
+		// namespaces wall bash is the first process of its PID namespace
+		// and leads its process group, so setsid in the foreground forks
+		// and returns at once.)
+		r.sbCall("terminal", "command", sleeper(2)+" & sleep infinity", "timeout", 1)
 		r.reply("waited")
 		send(t, a, def, "start something that lasts")
 		approveIfAsked(t, a, wall)
@@ -330,7 +333,7 @@ func TestSandboxNothingOutlivesACommand(t *testing.T) {
 		gone(t, mark)
 
 		// Stopped by the person.
-		r.sbCall("terminal", "command", sleeper(3))
+		r.sbCall("terminal", "command", sleeper(3)+" & sleep infinity")
 		r.reply("stopped")
 		send(t, a, def, "start it again")
 		approveIfAsked(t, a, wall)
