@@ -179,6 +179,10 @@ func (c *Client) Beside() bool { return c.beside }
 // Live reports whether the client talks to a running gateway.
 func (c *Client) Live() bool { return c.http != nil }
 
+// Info is what the running gateway says of itself; the zero Info when
+// none runs.
+func (c *Client) Info() Info { return c.info }
+
 // DataDir is the data directory the client acts on.
 func (c *Client) DataDir() string { return c.dir }
 

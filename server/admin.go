@@ -25,7 +25,7 @@ func (a *App) openAdmin() error {
 		Revoke: a.Srv.Revoke,
 		Send:   http.HandlerFunc(a.Srv.handleSend),
 		WS:     http.HandlerFunc(a.Srv.handleWS),
-		Info:   admin.Info{DataDir: a.cfg.DataDir, PID: os.Getpid(), Version: a.cfg.Version},
+		Info:   admin.Info{DataDir: a.cfg.DataDir, PID: os.Getpid(), Version: a.cfg.Version, Listen: a.cfg.Listen, PublicURL: a.cfg.PublicURL},
 		Log:    a.cfg.Log,
 	})
 	a.wg.Add(1)

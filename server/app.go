@@ -49,8 +49,10 @@ type AppConfig struct {
 	// AuthLimits bound token guessing (gateway.AuthLimits' defaults when
 	// zero).
 	AuthLimits gateway.AuthLimits
-	// Version is what the admin socket reports (irisgate version).
-	Version string
+	// Version is what the admin socket reports (irisgate version), with
+	// Listen (the address served on) and PublicURL, for irisgate pair.
+	Version           string
+	Listen, PublicURL string
 	// ModelHTTPClient is the model backend's HTTP client (the one in its
 	// agent.ModelConfig), which auto-thread titles use too; nil: the
 	// OpenAI client's default. AutoTitleHermes lets the first model

@@ -27,6 +27,11 @@ import (
 // can always finish, and when it is done the next oldest can. Nor can one
 // token's devices take the budget: their frames together hold at most a
 // share of it (a quarter, at least one frame's limit), the head excepted.
+// What the other tokens' frames find is what is left beside that share
+// and the head's reserve: MaxBuffered less the share, less the largest
+// frame limit, plus what the head holds (the default 64 MiB leaves them
+// at least 32 MiB; a budget of two frame limits would leave them only
+// what the head holds).
 // And a frame must keep arriving: past Config.FrameGrace it must have come at
 // minFrameRate on average (the time it waited for steps not counted), or
 // the connection is closed; a device trickling bytes holds little, and

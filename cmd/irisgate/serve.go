@@ -62,7 +62,7 @@ type MobileFlags struct {
 // Run starts the gateway and serves until SIGINT or SIGTERM.
 func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
-	c.dataDir, c.configFile = c.Data, string(cli.Config)
+	c.dataDir, c.configFile, c.maxFile = c.Data, string(cli.Config), c.MaxMedia
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -91,6 +91,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()
+	cfg.Listen, cfg.PublicURL = ln.Addr().String(), c.PublicURL
 	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()

@@ -68,7 +68,6 @@ func (c *TokenCreateCmd) Run(o *cliIO) error {
 
 // createToken makes a device token on the gateway d names (through its
 // admin socket, or in its data directory when none runs) and says where.
-// token create and pair both call it.
 func createToken(ctx context.Context, d dataFlag, name, device string) (admin.NewToken, string, error) {
 	ac, err := d.connectTokens(ctx, true)
 	if err != nil {
