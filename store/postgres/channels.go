@@ -51,6 +51,13 @@ func (t *Tx) Channel(chatID string) (core.Channel, error) {
 	return getChannel(t.queryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = $1`, chatID))
 }
 
+// ChannelCount counts the channels and threads.
+func (t *Tx) ChannelCount() (int, error) {
+	var n int
+	err := t.queryRow(`SELECT COUNT(*) FROM channels`).Scan(&n)
+	return n, err
+}
+
 func getChannel(row pgx.Row) (core.Channel, error) {
 	c, err := scanChannel(row)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -149,3 +149,77 @@ func TestApprovals(t *testing.T) {
 		t.Fatalf("approved after: %v %v", ok, err)
 	}
 }
+
+// What PostgreSQL could get wrong where the contract does not look: in
+// tokenAlive's LIKE an unescaped _ would match any character, making a
+// configured token named "tokyo" look like a revoked stored one; the
+// revoke takes the revoked devices' queued pushes and nobody else's; a
+// later hello without a token keeps the one remembered.
+func TestRevokeEndsPushOfItsDevicesOnly(t *testing.T) {
+	s := open(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.AddToken(bg, store.Token{ID: "tok_a", Hash: []byte("a"), Created: time.UnixMilli(1)}))
+	must(s.SeeDevice(bg, store.Device{ID: "phone", FCMToken: "f1", TokenID: "tok_a"}))
+	must(s.SeeDevice(bg, store.Device{ID: "phone", Name: "Pixel"}))
+	must(s.SeeDevice(bg, store.Device{ID: "tokyo", NtfyTopic: "t", TokenID: "tokyo"}))
+	t0 := time.UnixMilli(1_800_000_000_000)
+	for _, id := range []string{"phone", "tokyo"} {
+		must(s.EnqueuePush(bg, store.PushJob{DeviceID: id, Collapse: "c", Cursor: 1, NextAt: t0}, t0))
+	}
+	if d, err := s.Device(bg, "phone"); err != nil || d.TokenID != "tok_a" || d.Revoked || d.Name != "Pixel" {
+		t.Fatalf("before the revoke: %+v, %v", d, err)
+	}
+	must(s.RevokeToken(bg, "tok_a"))
+	if d, err := s.Device(bg, "phone"); err != nil || d.TokenID != "tok_a" || !d.Revoked || d.FCMToken != "" {
+		t.Fatalf("after the revoke: %+v, %v", d, err)
+	}
+	if d, err := s.Device(bg, "tokyo"); err != nil || d.Revoked || d.NtfyTopic != "t" {
+		t.Fatalf("a configured token named tok…: %+v, %v", d, err)
+	}
+	due, err := s.DuePushes(bg, t0, 10)
+	if err != nil || len(due) != 1 || due[0].DeviceID != "tokyo" {
+		t.Fatalf("queued after the revoke: %+v, %v; want tokyo's alone", due, err)
+	}
+	if ds, err := s.PushDevices(bg); err != nil || len(ds) != 1 || ds[0].ID != "tokyo" {
+		t.Fatalf("push devices: %+v, %v", ds, err)
+	}
+	if err := s.RevokeToken(bg, "tok_a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("revoking it again: %v", err)
+	}
+	if n, err := s.DropPushOfRevoked(bg, "tok_a\x00"); err != nil || n != 0 {
+		t.Fatalf("dropping for a token text cannot hold: %d, %v", n, err)
+	}
+}
+
+// DeleteDevices forgets the devices named and no other, and an id
+// PostgreSQL's text cannot hold is nothing to forget, not an error.
+func TestDeleteDevices(t *testing.T) {
+	s := open(t)
+	for _, id := range []string{"a", "b"} {
+		if err := s.SeeDevice(bg, store.Device{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteDevices(bg, []string{"a", "bad\x00", "\xff"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.DeviceName(bg, "a"); n != "" {
+		t.Fatalf("a kept its name %q", n)
+	}
+	if n, _ := s.DeviceName(bg, "b"); n != "b" {
+		t.Fatalf("b lost its name: %q", n)
+	}
+	// Oldest first, and past the newest keep.
+	if err := s.SeeDevice(bg, store.Device{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	rawExec(t, s, `UPDATE devices SET last_seen = 5 WHERE device_id = 'c'`)
+	if ids, err := s.StaleDevices(bg, 1, 0, 10); err != nil || len(ids) != 1 || ids[0] != "c" {
+		t.Fatalf("stale past keeping one: %v, %v; want c", ids, err)
+	}
+}

@@ -285,3 +285,24 @@ func TestCronRunFiresOnceAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// ChannelCount counts channels and threads, the default one included,
+// and sees the transaction's own writes.
+func TestChannelCount(t *testing.T) {
+	s := open(t)
+	write(t, s, func(tx store.Tx) error {
+		if n, err := tx.ChannelCount(); err != nil || n != 1 {
+			t.Errorf("a new store: %d, %v", n, err)
+		}
+		if err := tx.PutChannel(core.Channel{ChatID: "chan_1", Name: "one", Kind: core.KindChannel}); err != nil {
+			return err
+		}
+		if err := tx.PutChannel(core.Channel{ChatID: "t_1", Name: "t", Kind: core.KindThread, ParentChatID: "chan_1"}); err != nil {
+			return err
+		}
+		if n, err := tx.ChannelCount(); err != nil || n != 3 {
+			t.Errorf("with a channel and a thread: %d, %v", n, err)
+		}
+		return nil
+	})
+}

@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"database/sql"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/store"
+	"github.com/pressly/goose/v3"
 )
 
 // Replicas starting together on an empty database migrate it once (goose's
@@ -116,5 +119,45 @@ func TestSurvivesAServerRestart(t *testing.T) {
 			t.Fatalf("after the restart: cursor %d, want %d (the failed write took none)", c, c1+1)
 		}
 		c1 = c
+	}
+}
+
+// A database of the first schema, with a device, comes up to the newest:
+// the device keeps what it had and has no token (it said hello before
+// irisgate kept it), so it is still pushed to.
+func TestMigratesAVersion1Database(t *testing.T) {
+	dsn := pgtest.DB(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(bg, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO devices (device_id, name, fcm_token, last_seen) VALUES ('phone', 'Pixel', 'f', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(bg, dsn, WithLog(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := s.SchemaVersion(bg); err != nil || v != int64(len(latestSources(t))) || v < 2 {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
+	if d, err := s.Device(bg, "phone"); err != nil || d.Name != "Pixel" || d.FCMToken != "f" || d.TokenID != "" || d.Revoked {
+		t.Fatalf("the device after the migration: %+v, %v", d, err)
+	}
+	if ds, err := s.PushDevices(bg); err != nil || len(ds) != 1 {
+		t.Fatalf("push devices: %+v, %v", ds, err)
 	}
 }
