@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-
-	"github.com/irisgate/irisgate/core"
 )
 
 // Where a request comes from, and whether a browser sent it from one of
@@ -174,7 +172,7 @@ func (s *Server) sameOriginWrites(h http.Handler) http.Handler {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
 			if !s.sameOrigin(r) {
-				apiError(w, http.StatusForbidden, core.Errorf(core.CodeForbidden, "cross-origin request refused: only the gateway's own pages (and --allowed-origins) may send it"))
+				writeError(w, ErrCrossOrigin.New())
 				return
 			}
 		}

@@ -28,16 +28,6 @@ type Config struct {
 	VAPIDPublicKey string
 }
 
-// Fatal is an error after which the connection must close: Frame is the
-// error frame to send first, Reason the close reason.
-type Fatal struct {
-	Frame  []byte
-	Reason string
-	err    *core.Error
-}
-
-func (f *Fatal) Error() string { return f.err.Error() }
-
 // Is reports whether data looks like an Iris frame (a "type" member), which
 // is how the server picks the dialect from the first frame.
 func Is(data []byte) bool {
@@ -85,11 +75,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	grant, err := cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectIris, Addr: remoteAddr, Token: h.Token, Device: h.DeviceID})
 	if err != nil {
-		code := core.AsError(err).Code
-		if code == core.CodeForbidden { // auth in Iris's enum, as errorFrame says
-			code = core.CodeAuth
-		}
-		return nil, fatal(id, err, string(code))
+		return nil, fatal(id, err, string(irisCode(core.AsError(err).Code)))
 	}
 	if h.DeviceID == "" {
 		h.DeviceID = core.NewID("dev_anon_")
@@ -120,7 +106,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 
 func fatal(id int64, err error, reason string) *Fatal {
 	e := core.AsError(err)
-	return &Fatal{Frame: errorFrame(id, e), Reason: reason, err: e}
+	return &Fatal{Frame: errorFrame(id, e), Status: policyViolation, Reason: reason, Err: e}
 }
 
 // Conn is the session's hub connection.
@@ -128,12 +114,6 @@ func (s *Session) Conn() *hub.Conn { return s.conn }
 
 // TokenID is the id of the token the session said hello with.
 func (s *Session) TokenID() string { return s.token }
-
-// Revoked is the error that ends a session whose token was revoked: an
-// auth error frame, then a close with 1008 (reason "auth").
-func Revoked() *Fatal {
-	return fatal(0, core.Errorf(core.CodeAuth, "this token was revoked"), string(core.CodeAuth))
-}
 
 // Close ends the session's background work (a running sync).
 func (s *Session) Close() {
@@ -433,10 +413,7 @@ func (s *Session) sendError(id int64, err error) {
 
 // errorFrame is the one place a core error becomes an Iris error frame.
 func errorFrame(id int64, e *core.Error) []byte {
-	code := e.Code
-	if code == core.CodeForbidden { // not in Iris's enum
-		code = core.CodeAuth
-	}
+	code := irisCode(e.Code)
 	return marshal(envelope{V: Version, ID: id, Type: "error"}, errorJSON{Code: string(code), Message: e.Message})
 }
 

@@ -10,6 +10,10 @@ package mobile
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/wire"
 )
 
 // Version is the protocol version declared in ready.
@@ -72,17 +76,11 @@ func errorf(code, format string, args ...any) *Error {
 // Fatal is an error after which the connection must close with 1008:
 // Frame is the error frame to send first, Reason (the error code) the
 // close reason.
-type Fatal struct {
-	Frame  []byte
-	Reason string
-	err    *Error
-}
-
-func (f *Fatal) Error() string { return f.err.Error() }
+type Fatal = wire.Fatal
 
 func fatal(e *Error) *Fatal {
 	e.Fatal = true
-	return &Fatal{Frame: errorFrame(e, ""), Reason: e.Code, err: e}
+	return &Fatal{Frame: errorFrame(e, ""), Status: websocket.StatusPolicyViolation, Reason: e.Code, Err: e}
 }
 
 // Server → device frames.
@@ -219,11 +217,3 @@ func marshal(v any) []byte {
 func errorFrame(e *Error, id string) []byte {
 	return marshal(errorJSON{T: "error", Code: e.Code, Message: e.Message, Fatal: e.Fatal, ID: id})
 }
-
-// TooBigFrame is the fatal error frame for a frame over the read limit.
-func TooBigFrame(limit int64) []byte {
-	return errorFrame(&Error{Code: CodeTooBig, Message: fmt.Sprintf("frame larger than %d bytes", limit), Fatal: true}, "")
-}
-
-// InternalErrorFrame answers a frame whose handling failed unexpectedly.
-var InternalErrorFrame = errorFrame(&Error{Code: CodeInternal, Message: "internal error"}, "")

@@ -18,6 +18,7 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/wire"
 )
 
 // SessionPrefix makes a device's session (and its lane's chat id, and its
@@ -29,6 +30,8 @@ type Config struct {
 	GW   *gateway.Gateway
 	Auth *gateway.Auth
 	Log  *slog.Logger
+	// MaxFrame bounds every frame after the hello (MaxFrameBytes).
+	MaxFrame int64
 	Settings
 }
 
@@ -68,6 +71,9 @@ func (c *Config) defaults() {
 	}
 	if c.PromptTTL == 0 {
 		c.PromptTTL = PromptTTLSeconds * time.Second
+	}
+	if c.MaxFrame == 0 {
+		c.MaxFrame = MaxFrameBytes
 	}
 	if c.SendTimeout == 0 {
 		c.SendTimeout = 30 * time.Second
@@ -135,16 +141,6 @@ func (d *Dialect) sendTo(device string, data []byte) {
 	}
 }
 
-// Peer is where a connection comes from.
-type Peer struct {
-	Addr string
-	// Local is a connection over the gateway's admin socket, which only
-	// its owner's processes can open: such a connection may send deliver
-	// without a delivery token. A loopback TCP address proves nothing of
-	// the kind (a reverse proxy on the same host makes everyone loopback).
-	Local bool
-}
-
 // Session is one authenticated Hermes Mobile connection.
 type Session struct {
 	d        *Dialect
@@ -166,7 +162,7 @@ type Session struct {
 
 // Open handles the first frame, which must be a hello with a valid token.
 // On success ready is queued, then the device's open cards.
-func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, error) {
+func (d *Dialect) Open(ctx context.Context, peer wire.Peer, first []byte) (wire.Session, error) {
 	f, e := decode(first)
 	if e != nil {
 		return nil, fatal(e)
@@ -186,15 +182,10 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	grant, err := d.cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectMobile, Addr: peer.Addr, Token: h.Token,
 		Device: SessionPrefix + h.DeviceID, Mobile: &d.access})
 	if err != nil {
-		ce := core.AsError(err)
-		switch ce.Code {
-		case core.CodeForbidden:
-			return nil, fatal(errorf(CodeForbidden, "%s", ce.Message))
-		case core.CodeAuth, core.CodeRateLimited:
-			return nil, fatal(errorf(CodeAuthFailed, "%s", ce.Message))
+		if core.AsError(err).Code == core.CodeInternal {
+			d.cfg.Log.Error("mobile hello", "err", err)
 		}
-		d.cfg.Log.Error("mobile hello", "err", err)
-		return nil, fatal(errorf(CodeInternal, "internal error"))
+		return nil, fatal(fromCore(err))
 	}
 	if h.DeviceName == "" {
 		h.DeviceName = h.DeviceID
@@ -255,10 +246,6 @@ func (s *Session) Conn() *hub.Conn { return s.conn }
 // TokenID is the id of the token the session said hello with.
 func (s *Session) TokenID() string { return s.token }
 
-// Revoked is the error that ends a session whose token was revoked:
-// auth_failed (fatal), then a close with 1008.
-func Revoked() *Fatal { return fatal(errorf(CodeAuthFailed, "this token was revoked")) }
-
 // tokenKey names the token a connection came with, for per-token limits:
 // a stored token's id or "env", else (bindings and delivery tokens share
 // an id) a digest of the token — never the token itself.
@@ -293,7 +280,7 @@ var known = map[string]bool{
 // Handle processes one text frame and returns its type for metrics
 // ("other" for types the protocol does not know). Every error after hello
 // is answered with an error frame and the connection stays open.
-func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
+func (s *Session) Handle(ctx context.Context, data []byte) (string, *Fatal) {
 	f, e := decode(data)
 	if e != nil {
 		s.fail("", e)
@@ -408,23 +395,6 @@ func (s *Session) send(ctx context.Context, req gateway.SendRequest) *Error {
 		return fromCore(err)
 	}
 	return nil
-}
-
-// fromCore maps a core error to this dialect's codes.
-func fromCore(err error) *Error {
-	e := core.AsError(err)
-	code := CodeBadFrame // also for rate_limited: a bound (a full lane queue), not an auth failure
-	switch e.Code {
-	case core.CodeAuth:
-		code = CodeAuthFailed
-	case core.CodeForbidden:
-		code = CodeForbidden
-	case core.CodeMediaTooLarge:
-		code = CodeTooBig
-	case core.CodeInternal:
-		code = CodeInternal
-	}
-	return &Error{Code: code, Message: e.Message}
 }
 
 // audio hands a voice message to the agent: the recording is kept in the

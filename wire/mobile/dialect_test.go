@@ -1,0 +1,85 @@
+package mobile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/docs"
+	"github.com/irisgate/irisgate/wire"
+)
+
+// Every core code, explicitly, and the Hermes Mobile code it becomes, in
+// the hello and after it alike: a code added to core fails here until the
+// table gives it one.
+func TestMobileCodes(t *testing.T) {
+	want := map[core.Code]string{
+		core.CodeAuth:          CodeAuthFailed,
+		core.CodeForbidden:     CodeForbidden,
+		core.CodeNotFound:      CodeBadFrame,
+		core.CodeRateLimited:   CodeBadFrame,
+		core.CodeMediaTooLarge: CodeTooBig,
+		core.CodeUnsupported:   CodeBadFrame,
+		core.CodeInternal:      CodeInternal,
+	}
+	// docs/errors.md shows the same table.
+	table := "| code | Hermes Mobile |\n|---|---|\n"
+	for _, c := range core.Codes {
+		table += fmt.Sprintf("| %s | %v |\n", c, want[c])
+	}
+	if !strings.Contains(docs.Errors, table) {
+		t.Errorf("docs/errors.md lacks this table:\n%s", table)
+	}
+	for _, c := range core.Codes {
+		w, ok := want[c]
+		if !ok {
+			t.Errorf("core code %q has no Hermes Mobile code in this test", c)
+			continue
+		}
+		if got := fromCore(&core.Error{Code: c, Message: "m"}); got.Code != w || got.Message != "m" {
+			t.Errorf("%s → %+v, want %s", c, got, w)
+		}
+	}
+	// Kinds with a code of the protocol's own.
+	for k, w := range map[*core.Kind]string{wire.ErrHelloTimeout: CodeAuthRequired, wire.ErrHelloEvicted: CodeAuthRequired} {
+		if got := fromCore(k.New()); got.Code != w {
+			t.Errorf("%s → %s, want %s", k.Name, got.Code, w)
+		}
+	}
+	// The dialect's own errors pass as they are; anything else is internal.
+	if got := fromCore(errorf(CodeDeviceOffline, "x")); got.Code != CodeDeviceOffline {
+		t.Errorf("own error → %s", got.Code)
+	}
+	if got := fromCore(errors.New("disk on fire")); got.Code != CodeInternal || got.Message != "internal error" {
+		t.Errorf("plain error → %+v", got)
+	}
+}
+
+func TestDialectFatals(t *testing.T) {
+	d := New(Config{})
+	for _, tc := range []struct {
+		name string
+		f    *wire.Fatal
+		code string
+	}{
+		{"too big", d.TooBig(), CodeTooBig},
+		{"revoked", d.Revoked(), CodeAuthFailed},
+		{"hello timeout", d.Refuse(wire.ErrHelloTimeout.New()), CodeAuthRequired},
+	} {
+		var e errorJSON
+		if err := json.Unmarshal(tc.f.Frame, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.T != "error" || e.Code != tc.code || !e.Fatal || tc.f.Reason != tc.code || tc.f.Status != websocket.StatusPolicyViolation {
+			t.Errorf("%s: %s, closed with %v %q", tc.name, tc.f.Frame, tc.f.Status, tc.f.Reason)
+		}
+	}
+	if got, want := string(internalErrorFrame), `{"t":"error","code":"internal_error","message":"internal error","fatal":false}`; got != want {
+		t.Errorf("internal:\n got %s\nwant %s", got, want)
+	}
+}
