@@ -112,20 +112,16 @@ func (a *Auth) StopDelays() { a.stopOnce.Do(func() { close(a.stopped) }) }
 // Collectors are Auth's metrics, for the gateway's registry.
 func (a *Auth) Collectors() []prometheus.Collector { return []prometheus.Collector{a.failed, a.locked} }
 
-// MobileAccess is the Hermes Mobile token configuration besides the main
-// tokens (the fixed one and the stored ones).
-type MobileAccess struct {
-	// Bindings are tokens bound to devices, by the device's id in the
-	// gateway (MobileDevicePrefix + device.id): such a token admits only
-	// its device, and such a device only its tokens.
-	Bindings map[string][]string
-	// Deliver are the delivery tokens: they admit a service connection
-	// (cron, hermes send) that may send deliver frames.
-	Deliver []string
-	// Allowed, when not empty, is the only device.ids a phone may use.
-	// Delivery connections are services, not phones: the list does not
-	// apply to them.
-	Allowed []string
+// ExtraToken is a token a dialect's own configuration admits besides the
+// fixed and the stored ones: Hermes Mobile's bound tokens and delivery
+// tokens (wire/mobile).
+type ExtraToken struct {
+	Token string
+	ID    string // the grant's TokenID ("binding", "deliver")
+	// Device, when set, binds the token (the identity rule): an id in the
+	// gateway, or a Hermes Mobile device.id.
+	Device  string
+	Deliver bool // the grant may send deliver frames
 }
 
 // Attempt is one hello to admit.
@@ -138,8 +134,11 @@ type Attempt struct {
 	// Device is the device's id in the gateway: Iris's device_id as
 	// sent, MobileDevicePrefix + a Hermes Mobile device.id.
 	Device string
-	// Mobile is Hermes Mobile's own token configuration; nil for Iris.
-	Mobile *MobileAccess
+	// Extra are the dialect's own tokens.
+	Extra []ExtraToken
+	// Allow, when set, has the last word on a hello the tokens admit
+	// (Hermes Mobile's allowed devices): its error refuses it.
+	Allow func(Grant) error
 }
 
 // Grant is what an admitted hello may do.
@@ -159,10 +158,10 @@ const (
 	reasonStore       = "store_error"
 )
 
-// Admit checks a hello. Errors: CodeAuth (no or an unknown token, a
-// device outside the allowed list, an Iris id in the Hermes Mobile
-// namespace) and CodeForbidden (a token bound to another device, or a
-// bound device claimed with another token). A hello with a wrong token
+// Admit checks a hello. Errors: CodeAuth (no or an unknown token, an
+// Iris id in the Hermes Mobile namespace), CodeForbidden (a token bound to
+// another device, or a bound device claimed with another token), and
+// whatever Attempt.Allow refuses with. A hello with a wrong token
 // counts as a failure of its address; past AuthLimits.Free of them its
 // answer waits (within ctx). A valid token is never held back by its
 // address's failures.
@@ -226,23 +225,23 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 		bound   bool     // some token is bound to the device
 	)
 	// Every candidate is compared, in constant time each, so the time
-	// taken says nothing about which (if any) matched.
-	if m := at.Mobile; m != nil {
-		for dev, toks := range m.Bindings {
-			if bindingNames(dev, at.Device) {
-				bound = true
-			}
-			for _, t := range toks {
-				if th := sha256.Sum256([]byte(t)); eq(th[:]) {
-					matched, g.TokenID = true, "binding"
-					boundTo = append(boundTo, dev)
-				}
-			}
+	// taken says nothing about which (if any) matched. Bound tokens come
+	// first: a token bound to a device is bound whatever else it is.
+	for _, e := range at.Extra {
+		if e.Device == "" {
+			continue
 		}
-		for _, t := range m.Deliver {
-			if th := sha256.Sum256([]byte(t)); eq(th[:]) && !matched {
-				matched, g = true, Grant{TokenID: "deliver", Deliver: true}
-			}
+		if bindingNames(e.Device, at.Device) {
+			bound = true
+		}
+		if th := sha256.Sum256([]byte(e.Token)); eq(th[:]) {
+			matched, g.TokenID = true, e.ID
+			boundTo = append(boundTo, e.Device)
+		}
+	}
+	for _, e := range at.Extra {
+		if th := sha256.Sum256([]byte(e.Token)); e.Device == "" && eq(th[:]) && !matched {
+			matched, g = true, Grant{TokenID: e.ID, Deliver: e.Deliver}
 		}
 	}
 	if a.fixed != nil && eq(a.fixed) && !matched {
@@ -276,9 +275,10 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if len(boundTo) == 0 && bound {
 		return Grant{}, reasonBoundDevice, core.Errorf(core.CodeForbidden, "device %s is bound to another token", quote(at.Device))
 	}
-	if m := at.Mobile; m != nil && len(m.Allowed) > 0 && !g.Deliver &&
-		!slices.Contains(m.Allowed, strings.TrimPrefix(at.Device, MobileDevicePrefix)) {
-		return Grant{}, reasonNotAllowed, core.Errorf(core.CodeAuth, "device %s is not in the allowed devices list", quote(strings.TrimPrefix(at.Device, MobileDevicePrefix)))
+	if at.Allow != nil {
+		if err := at.Allow(g); err != nil {
+			return Grant{}, reasonNotAllowed, err
+		}
 	}
 	if stored != nil && g.TokenID == stored.ID {
 		a.st.TouchToken(ctx, stored.ID)

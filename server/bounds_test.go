@@ -19,6 +19,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/wire/mobile"
 )
@@ -285,7 +286,7 @@ func TestMobileUploadsBoundedPerToken(t *testing.T) {
 	}
 	for d := range mobile.TokenDevices {
 		p := connectPhone(t, g, fmt.Sprint("tel-", d))
-		for i := range mobile.MaxUploads {
+		for i := range mobilev1.MaxUploads {
 			p.send(chunk(fmt.Sprintf("u%d-%d", d, i)))
 		}
 		if fs := p.barrier(); countT(fs, "error") != 0 {
@@ -396,7 +397,7 @@ func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
 // 16 MiB each; the others wait (unread: TCP pushes back on them), small
 // frames pass freely, and a grant handed back goes to the next in line.
 func TestLargeFramesBoundedInAll(t *testing.T) {
-	const budget = 2 * mobile.MaxFrameBytes
+	const budget = 2 * mobilev1.MaxFrameBytes
 	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MaxBuffered = budget })
 	healthy := connectPhone(t, g, "tel-healthy")
 	chunk := bytes.Repeat([]byte("a"), 1<<20)

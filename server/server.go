@@ -71,7 +71,7 @@ func (c *Config) defaults() {
 		c.MaxFrame = 1 << 20
 	}
 	if c.MobileMaxFrame == 0 {
-		c.MobileMaxFrame = mobile.MaxFrameBytes
+		c.MobileMaxFrame = mobile.DefaultMaxFrame
 	}
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024

@@ -11,6 +11,7 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/docs"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 	"github.com/irisgate/irisgate/wire"
 )
 
@@ -19,13 +20,13 @@ import (
 // table gives it one.
 func TestMobileCodes(t *testing.T) {
 	want := map[core.Code]string{
-		core.CodeAuth:          CodeAuthFailed,
-		core.CodeForbidden:     CodeForbidden,
-		core.CodeNotFound:      CodeBadFrame,
-		core.CodeRateLimited:   CodeBadFrame,
-		core.CodeMediaTooLarge: CodeTooBig,
-		core.CodeUnsupported:   CodeBadFrame,
-		core.CodeInternal:      CodeInternal,
+		core.CodeAuth:          mobilev1.CodeAuthFailed,
+		core.CodeForbidden:     mobilev1.CodeForbidden,
+		core.CodeNotFound:      mobilev1.CodeBadFrame,
+		core.CodeRateLimited:   mobilev1.CodeBadFrame,
+		core.CodeMediaTooLarge: mobilev1.CodeTooBig,
+		core.CodeUnsupported:   mobilev1.CodeBadFrame,
+		core.CodeInternal:      mobilev1.CodeInternal,
 	}
 	// docs/errors.md shows the same table.
 	table := "| code | Hermes Mobile |\n|---|---|\n"
@@ -46,16 +47,16 @@ func TestMobileCodes(t *testing.T) {
 		}
 	}
 	// Kinds with a code of the protocol's own.
-	for k, w := range map[*core.Kind]string{wire.ErrHelloTimeout: CodeAuthRequired, wire.ErrHelloEvicted: CodeAuthRequired} {
+	for k, w := range map[*core.Kind]string{wire.ErrHelloTimeout: mobilev1.CodeAuthRequired, wire.ErrHelloEvicted: mobilev1.CodeAuthRequired} {
 		if got := fromCore(k.New()); got.Code != w {
 			t.Errorf("%s → %s, want %s", k.Name, got.Code, w)
 		}
 	}
 	// The dialect's own errors pass as they are; anything else is internal.
-	if got := fromCore(errorf(CodeDeviceOffline, "x")); got.Code != CodeDeviceOffline {
+	if got := fromCore(errorf(mobilev1.CodeDeviceOffline, "x")); got.Code != mobilev1.CodeDeviceOffline {
 		t.Errorf("own error → %s", got.Code)
 	}
-	if got := fromCore(errors.New("disk on fire")); got.Code != CodeInternal || got.Message != "internal error" {
+	if got := fromCore(errors.New("disk on fire")); got.Code != mobilev1.CodeInternal || got.Message != "internal error" {
 		t.Errorf("plain error → %+v", got)
 	}
 }
@@ -67,11 +68,11 @@ func TestDialectFatals(t *testing.T) {
 		f    *wire.Fatal
 		code string
 	}{
-		{"too big", d.TooBig(), CodeTooBig},
-		{"revoked", d.Revoked(), CodeAuthFailed},
-		{"hello timeout", d.Refuse(wire.ErrHelloTimeout.New()), CodeAuthRequired},
+		{"too big", d.TooBig(), mobilev1.CodeTooBig},
+		{"revoked", d.Revoked(), mobilev1.CodeAuthFailed},
+		{"hello timeout", d.Refuse(wire.ErrHelloTimeout.New()), mobilev1.CodeAuthRequired},
 	} {
-		var e errorJSON
+		var e mobilev1.ErrorFrame
 		if err := json.Unmarshal(tc.f.Frame, &e); err != nil {
 			t.Fatal(err)
 		}
