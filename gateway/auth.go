@@ -211,10 +211,10 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 
 func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
-		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
+		return Grant{}, reasonReserved, ErrReservedDevice.New(MobileDevicePrefix)
 	}
 	if at.Token == "" {
-		return Grant{}, reasonNoToken, core.Errorf(core.CodeAuth, "hello carries no token")
+		return Grant{}, reasonNoToken, ErrNoToken.New()
 	}
 	h := sha256.Sum256([]byte(at.Token))
 	eq := func(hash []byte) bool { return subtle.ConstantTimeCompare(h[:], hash) == 1 }
@@ -267,13 +267,13 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 		}
 	}
 	if !matched {
-		return Grant{}, reasonBadToken, core.Errorf(core.CodeAuth, "invalid token")
+		return Grant{}, reasonBadToken, ErrBadToken.New()
 	}
 	if len(boundTo) > 0 && !slices.ContainsFunc(boundTo, func(b string) bool { return bindingNames(b, at.Device) }) {
-		return Grant{}, reasonBoundToken, core.Errorf(core.CodeForbidden, "this token is bound to another device")
+		return Grant{}, reasonBoundToken, ErrTokenBound.New()
 	}
 	if len(boundTo) == 0 && bound {
-		return Grant{}, reasonBoundDevice, core.Errorf(core.CodeForbidden, "device %s is bound to another token", quote(at.Device))
+		return Grant{}, reasonBoundDevice, ErrDeviceBound.New(quote(at.Device))
 	}
 	if at.Allow != nil {
 		if err := at.Allow(g); err != nil {
@@ -304,10 +304,10 @@ const MaxBindingLen = 128
 func ValidBinding(deviceID string) error {
 	if len(deviceID) > MaxBindingLen || !utf8.ValidString(deviceID) ||
 		strings.ContainsFunc(deviceID, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) {
-		return core.Errorf(core.CodeUnsupported, "a device id is at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
+		return ErrBinding.New(MaxBindingLen)
 	}
 	if deviceID == MobileDevicePrefix {
-		return core.Errorf(core.CodeUnsupported, "name the device after %q", MobileDevicePrefix)
+		return ErrBindingPrefix.New(MobileDevicePrefix)
 	}
 	return nil
 }

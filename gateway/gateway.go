@@ -462,13 +462,3 @@ func (g *Gateway) recover(ctx context.Context) error {
 	}
 	return nil
 }
-
-// errShuttingDown refuses new turns during shutdown.
-var errShuttingDown = core.Errorf(core.CodeUnsupported, "the gateway is shutting down")
-
-func notFound(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return core.Errorf(core.CodeNotFound, "%s", what)
-	}
-	return err
-}

@@ -328,14 +328,14 @@ func (cs *cards) close() {
 }
 
 // answer takes a card's answer.
-func (s *Session) answer(ctx context.Context, a mobilev1.PromptAnswer) *mobilev1.Error {
+func (s *Session) answer(ctx context.Context, a mobilev1.PromptAnswer) error {
 	c := s.d.cards.get(a.PromptID)
 	if c == nil {
 		s.reply(mobilev1.PromptDone{T: "prompt_done", ID: a.PromptID, Expired: true})
 		return nil
 	}
 	if c.device != s.hubID {
-		return errorf(mobilev1.CodeForbidden, "this card was shown to another device")
+		return ErrOtherCard.New()
 	}
 	gw := s.d.cfg.GW
 	if !gw.PickerPending(c.id) { // answered on another device, or timed out
@@ -351,7 +351,7 @@ func (s *Session) answer(ctx context.Context, a mobilev1.PromptAnswer) *mobilev1
 		return nil
 	}
 	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
-		return fromCore(err)
+		return err
 	}
 	// The picker's close has normally told this device already, with the
 	// same option; it did not if the picker went meanwhile without one.
@@ -364,7 +364,7 @@ func (s *Session) answer(ctx context.Context, a mobilev1.PromptAnswer) *mobilev1
 // answerText gives a text message to a clarify card answered "other"
 // before, while that question still waits; done is false when the text is
 // an ordinary message.
-func (s *Session) answerText(ctx context.Context, text string) (done bool, e *mobilev1.Error) {
+func (s *Session) answerText(ctx context.Context, text string) (done bool, err error) {
 	c := s.awaitText
 	if c == nil {
 		return false, nil
@@ -377,7 +377,7 @@ func (s *Session) answerText(ctx context.Context, text string) (done bool, e *mo
 	_, value, _ := c.resolve("other", text)
 	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
 		s.awaitText = c // let the person try again
-		return true, fromCore(err)
+		return true, err
 	}
 	return true, nil
 }

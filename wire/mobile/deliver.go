@@ -15,17 +15,17 @@ import (
 // deliverTo carries out a service delivery: text becomes a message in the
 // target device's lane (so Iris devices see it too), media goes to the
 // target's connection in chunks. The target must be online.
-func (s *Session) deliverTo(ctx context.Context, d mobilev1.Delivery) *mobilev1.Error {
+func (s *Session) deliverTo(ctx context.Context, d mobilev1.Delivery) error {
 	target := strings.TrimPrefix(d.Target, SessionPrefix)
 	if target == "" {
 		target = strings.TrimPrefix(strings.TrimSpace(s.d.cfg.HomeDevice), SessionPrefix)
 	}
 	if target == "" {
-		return errorf(mobilev1.CodeBadFrame, "deliver names no target and no home device is configured")
+		return ErrNoTarget.New()
 	}
 	ts := s.d.session(SessionPrefix + target)
 	if ts == nil {
-		return errorf(mobilev1.CodeDeviceOffline, "device %q is not online", mobilev1.Truncate(target, 64))
+		return ErrOffline.New(mobilev1.Truncate(target, 64))
 	}
 	var data []byte
 	if d.Media != nil {
@@ -37,10 +37,10 @@ func (s *Session) deliverTo(ctx context.Context, d mobilev1.Delivery) *mobilev1.
 	gw := s.d.cfg.GW
 	if strings.TrimSpace(d.Text) != "" {
 		if _, err := gw.EnsureChannel(ctx, ts.lane.ChatID, ts.name); err != nil {
-			return fromCore(err)
+			return err
 		}
 		if _, err := gw.Deliver(ctx, ts.lane, d.Text); err != nil {
-			return fromCore(err)
+			return err
 		}
 	}
 	if d.Media != nil {
@@ -61,7 +61,7 @@ func (s *Session) deliverTo(ctx context.Context, d mobilev1.Delivery) *mobilev1.
 		err := mediaFrames(mobilev1.MediaOut{ID: core.NewID("md_"), Kind: m.Kind, Mime: mimeType, Filename: filename, Caption: m.Caption},
 			int64(len(data)), bytes.NewReader(data), downChunkBytes, func(o hub.Out) error { return ts.conn.SendWait(sctx, o) })
 		if err != nil {
-			return errorf(mobilev1.CodeDeviceOffline, "device %q did not take the file: %v", mobilev1.Truncate(target, 64), err)
+			return ErrNotTaken.New(mobilev1.Truncate(target, 64), err)
 		}
 	}
 	return nil

@@ -8,9 +8,6 @@
 package mobile
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/coder/websocket"
 
 	"github.com/irisgate/irisgate/core"
@@ -28,11 +25,6 @@ func fatal(e *mobilev1.Error) *Fatal {
 	return &Fatal{Frame: e.Frame(""), Status: websocket.StatusPolicyViolation, Reason: e.Code, Err: e}
 }
 
-// errorf makes an error of the protocol's codes.
-func errorf(code, format string, args ...any) *mobilev1.Error {
-	return &mobilev1.Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // What the server needs of the dialect besides Open (wire.Dialect).
 
 var _ wire.Dialect = (*Dialect)(nil)
@@ -47,14 +39,11 @@ func (d *Dialect) Proofs() bool { return false }
 
 // TooBig is a fatal too_big, then close 1008.
 func (d *Dialect) TooBig() *wire.Fatal {
-	return fatal(errorf(mobilev1.CodeTooBig, "frame larger than %d bytes", d.cfg.MaxFrame))
+	return fatal(fromCore(ErrFrameTooLarge.New(d.cfg.MaxFrame)))
 }
 
 // Refuse is err's fatal error frame, then close 1008 with its code.
 func (d *Dialect) Refuse(err error) *wire.Fatal { return fatal(fromCore(err)) }
-
-// ErrRevoked ends a session whose token was revoked.
-var ErrRevoked = core.NewKind("mobile_token_revoked", core.CodeAuth, "this token was revoked")
 
 // Revoked is a fatal auth_failed, then close 1008.
 func (d *Dialect) Revoked() *wire.Fatal { return fatal(fromCore(ErrRevoked.New())) }
@@ -63,42 +52,3 @@ func (d *Dialect) Revoked() *wire.Fatal { return fatal(fromCore(ErrRevoked.New()
 func (s *Session) InternalError() []byte { return internalErrorFrame }
 
 var internalErrorFrame = fromCore(core.ErrInternal.New()).Frame("")
-
-// codes is how a core error reads in Hermes Mobile, by its code: the one
-// table, for the hello and every frame after it.
-var codes = map[core.Code]string{
-	core.CodeAuth:          mobilev1.CodeAuthFailed,
-	core.CodeForbidden:     mobilev1.CodeForbidden,
-	core.CodeMediaTooLarge: mobilev1.CodeTooBig,
-	core.CodeInternal:      mobilev1.CodeInternal,
-	core.CodeUnsupported:   mobilev1.CodeBadFrame,
-	core.CodeNotFound:      mobilev1.CodeBadFrame, // the protocol has no not_found: what the frame named is wrong
-	core.CodeRateLimited:   mobilev1.CodeBadFrame, // a bound (a full lane queue), not an auth failure
-}
-
-// kindCodes are the kinds whose Hermes Mobile code is not their core
-// code's: the protocol has codes of its own for them.
-var kindCodes = map[*core.Kind]string{
-	wire.ErrHelloTimeout: mobilev1.CodeAuthRequired,
-	wire.ErrHelloEvicted: mobilev1.CodeAuthRequired,
-}
-
-// fromCore is the one mapping of an error to this dialect's: its own
-// errors as they are, a core error by kindCodes, then codes.
-func fromCore(err error) *mobilev1.Error {
-	var me *mobilev1.Error
-	if errors.As(err, &me) {
-		return &mobilev1.Error{Code: me.Code, Message: me.Message}
-	}
-	e := core.AsError(err)
-	code, ok := kindCodes[e.Kind]
-	if !ok {
-		code, ok = codes[e.Code]
-	}
-	if !ok {
-		// A code added to core but not to codes: TestMobileCodes fails
-		// first; a client is still told something it can show.
-		code = mobilev1.CodeInternal
-	}
-	return &mobilev1.Error{Code: code, Message: e.Message}
-}

@@ -46,15 +46,28 @@ func TestMobileCodes(t *testing.T) {
 			t.Errorf("%s → %+v, want %s", c, got, w)
 		}
 	}
-	// Kinds with a code of the protocol's own.
-	for k, w := range map[*core.Kind]string{wire.ErrHelloTimeout: mobilev1.CodeAuthRequired, wire.ErrHelloEvicted: mobilev1.CodeAuthRequired} {
-		if got := fromCore(k.New()); got.Code != w {
+	// Kinds with a code of the protocol's own, each named in
+	// docs/errors.md.
+	kinds := map[*core.Kind]string{
+		wire.ErrHelloTimeout: mobilev1.CodeAuthRequired, wire.ErrHelloEvicted: mobilev1.CodeAuthRequired,
+		ErrOffline: mobilev1.CodeDeviceOffline, ErrNotTaken: mobilev1.CodeDeviceOffline, ErrNoFiles: mobilev1.CodeUnsupportedFrame,
+	}
+	if len(kinds) != len(kindCodes) {
+		t.Errorf("kindCodes has %d kinds, this test %d", len(kindCodes), len(kinds))
+	}
+	for k, w := range kinds {
+		args := make([]any, strings.Count(k.Format, "%"))
+		if got := fromCore(k.New(args...)); got.Code != w {
 			t.Errorf("%s → %s, want %s", k.Name, got.Code, w)
 		}
+		if !strings.Contains(docs.Errors, "`"+k.Name+"` is `"+w+"`") {
+			t.Errorf("docs/errors.md does not say %s is %s", k.Name, w)
+		}
 	}
-	// The dialect's own errors pass as they are; anything else is internal.
-	if got := fromCore(errorf(mobilev1.CodeDeviceOffline, "x")); got.Code != mobilev1.CodeDeviceOffline {
-		t.Errorf("own error → %s", got.Code)
+	// The protocol's own errors pass as they are; anything else is
+	// internal.
+	if got := fromCore(&mobilev1.Error{Code: mobilev1.CodeUnsupportedFrame, Message: "x"}); got.Code != mobilev1.CodeUnsupportedFrame || got.Message != "x" {
+		t.Errorf("the protocol's error → %+v", got)
 	}
 	if got := fromCore(errors.New("disk on fire")); got.Code != mobilev1.CodeInternal || got.Message != "internal error" {
 		t.Errorf("plain error → %+v", got)

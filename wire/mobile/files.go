@@ -3,12 +3,14 @@ package mobile
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/proto/mobilev1"
@@ -141,7 +143,7 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) error {
 	m, f, err := o.d.cfg.GW.PullMedia(ctx, mediaID)
 	if err != nil {
-		if core.AsError(err).Code == core.CodeNotFound {
+		if errors.Is(err, gateway.ErrUnknownMedia) || errors.Is(err, media.ErrGone) {
 			return nil // deleted with its message meanwhile
 		}
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -160,7 +161,7 @@ func (d *Dialect) Open(ctx context.Context, peer wire.Peer, first []byte) (wire.
 		return nil, fatal(e)
 	}
 	if f.T != "hello" {
-		return nil, fatal(errorf(mobilev1.CodeBadFrame, "the first frame must be hello, not %q", mobilev1.Truncate(f.T, 32)))
+		return nil, fatal(fromCore(ErrNotHello.New(mobilev1.Truncate(f.T, 32))))
 	}
 	h, e := f.Hello()
 	if e != nil {
@@ -189,14 +190,14 @@ func (d *Dialect) Open(ctx context.Context, peer wire.Peer, first []byte) (wire.
 	if !grant.Deliver {
 		if _, err := d.cfg.GW.EnsureChannel(ctx, s.lane.ChatID, s.name); err != nil {
 			d.cfg.Log.Error("mobile: the device's channel", "device", hubID, "err", err)
-			return nil, fatal(errorf(mobilev1.CodeInternal, "internal error"))
+			return nil, fatal(fromCore(core.ErrInternal.New()))
 		}
 	}
 	s.codec = newCodec(d, hubID, s.lane, hubID)
 	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName, Token: tokenKey(grant.TokenID, h.Token)}, s.codec)
 	if err != nil {
 		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
-		return nil, fatal(errorf(mobilev1.CodeInternal, "internal error"))
+		return nil, fatal(fromCore(core.ErrInternal.New()))
 	}
 	s.conn = conn
 	s.codec.setConn(conn)
@@ -290,12 +291,14 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, *Fatal) {
 
 // HandleBinary answers a binary frame: the protocol has none.
 func (s *Session) HandleBinary(ctx context.Context, data []byte) {
-	s.fail("", errorf(mobilev1.CodeBadFrame, "binary frames are not part of the protocol: send JSON text frames"))
+	s.fail("", ErrBinaryFrame.New())
 }
 
-func (s *Session) fail(id string, e *mobilev1.Error) {
+// fail answers a frame with err (fromCore: the one mapping).
+func (s *Session) fail(id string, err error) {
+	e := fromCore(err)
 	if e.Code == mobilev1.CodeInternal {
-		s.d.cfg.Log.Error("mobile: request failed", "device", s.hubID, "err", e.Message)
+		s.d.cfg.Log.Error("mobile: request failed", "device", s.hubID, "err", err)
 	}
 	s.conn.Send(hub.Out{Data: e.Frame(id)})
 }
@@ -304,16 +307,16 @@ func (s *Session) reply(v any) { s.conn.Send(hub.Out{Data: mobilev1.Marshal(v)})
 
 func (s *Session) caller() gateway.Caller { return gateway.Caller{Conn: s.conn} }
 
-func (s *Session) dispatch(ctx context.Context, f *mobilev1.Frame) *mobilev1.Error {
+func (s *Session) dispatch(ctx context.Context, f *mobilev1.Frame) error {
 	switch f.T {
 	case "hello":
-		return errorf(mobilev1.CodeBadFrame, "already said hello on this connection")
+		return ErrHelloAgain.New()
 	case "text":
 		text, e := f.Text()
 		if e != nil {
 			return e
 		}
-		return s.once(f.ID, func() *mobilev1.Error {
+		return s.once(f.ID, func() error {
 			if done, e := s.answerText(ctx, text); done {
 				return e
 			}
@@ -324,7 +327,7 @@ func (s *Session) dispatch(ctx context.Context, f *mobilev1.Frame) *mobilev1.Err
 		if e != nil {
 			return e
 		}
-		return s.once(f.ID, func() *mobilev1.Error { return s.audio(ctx, a) })
+		return s.once(f.ID, func() error { return s.audio(ctx, a) })
 	case "media":
 		m, e := f.Media()
 		if e != nil {
@@ -341,7 +344,7 @@ func (s *Session) dispatch(ctx context.Context, f *mobilev1.Frame) *mobilev1.Err
 		s.reply(mobilev1.Pong{T: "pong", TS: f.PingTS()})
 	case "deliver":
 		if !s.local && !s.deliver {
-			return errorf(mobilev1.CodeForbidden, "deliver is accepted only from cron: a connection with a mobilev1.Delivery token, or one over the gateway's admin socket")
+			return ErrDeliverForbidden.New()
 		}
 		d, e := f.Deliver()
 		if e != nil {
@@ -360,7 +363,7 @@ func (s *Session) key(id string) string { return s.lane.ChatID + ":" + id }
 
 // once runs fn unless the frame's key was handled within the window; a
 // duplicate is dropped silently. A failed fn does not count.
-func (s *Session) once(id string, fn func() *mobilev1.Error) *mobilev1.Error {
+func (s *Session) once(id string, fn func() error) error {
 	k := s.key(id)
 	if !s.d.dedupe.claim(k) {
 		return nil
@@ -374,16 +377,13 @@ func (s *Session) once(id string, fn func() *mobilev1.Error) *mobilev1.Error {
 
 // send hands a person's message to the gateway, in the device's lane. A
 // lane whose channel was deleted is listed again.
-func (s *Session) send(ctx context.Context, req gateway.SendRequest) *mobilev1.Error {
+func (s *Session) send(ctx context.Context, req gateway.SendRequest) error {
 	gw := s.d.cfg.GW
 	err := gw.Send(ctx, s.caller(), req)
-	if err != nil && core.AsError(err).Code == core.CodeNotFound {
+	if errors.Is(err, gateway.ErrUnknownChat) {
 		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
 			err = gw.Send(ctx, s.caller(), req)
 		}
 	}
-	if err != nil {
-		return fromCore(err)
-	}
-	return nil
+	return err
 }

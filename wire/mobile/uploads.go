@@ -19,7 +19,7 @@ import (
 // media store and attached to a message whose text is the device's
 // transcript, when it sent one. The agent gets the file's path (and the
 // transcript), Iris devices a message they can pull the recording of.
-func (s *Session) audio(ctx context.Context, a mobilev1.Audio) *mobilev1.Error {
+func (s *Session) audio(ctx context.Context, a mobilev1.Audio) error {
 	data, e := mobilev1.DecodeB64("data", a.Data)
 	if e != nil {
 		return e
@@ -38,13 +38,13 @@ type upload struct {
 // media takes one chunk of a file. Limits are checked before anything is
 // allocated; a chunk that breaks one drops its upload. A file the window
 // has seen whole is a duplicate, whatever chunk of it comes.
-func (s *Session) media(ctx context.Context, id string, m mobilev1.MediaChunk) *mobilev1.Error {
+func (s *Session) media(ctx context.Context, id string, m mobilev1.MediaChunk) error {
 	k := s.key(id)
 	if s.d.dedupe.seen(k) {
 		return nil
 	}
 	if m.Parts == 1 {
-		return s.once(id, func() *mobilev1.Error {
+		return s.once(id, func() error {
 			data, e := mobilev1.DecodeB64("data", m.Data)
 			if e != nil {
 				return e
@@ -55,14 +55,14 @@ func (s *Session) media(ctx context.Context, id string, m mobilev1.MediaChunk) *
 	u := s.uploads[id]
 	if u == nil {
 		if len(s.uploads) >= mobilev1.MaxUploads {
-			return errorf(mobilev1.CodeTooBig, "%d unfinished multi-part uploads already: finish one first", mobilev1.MaxUploads)
+			return ErrUploads.New(mobilev1.MaxUploads)
 		}
 		if s.d.tokenUploads(s.conn.Token).n >= TokenDevices*mobilev1.MaxUploads {
-			return errorf(mobilev1.CodeTooBig, "the devices of this token have %d unfinished multi-part uploads: finish some first", TokenDevices*mobilev1.MaxUploads)
+			return ErrTokenUploads.New(TokenDevices * mobilev1.MaxUploads)
 		}
 	} else if len(u.parts) != m.Parts {
 		s.drop(id)
-		return errorf(mobilev1.CodeBadFrame, "parts changed from %d to %d within one file: the upload is dropped", len(u.parts), m.Parts)
+		return ErrPartsChanged.New(len(u.parts), m.Parts)
 	} else if u.parts[m.Part] != nil {
 		return nil // a chunk sent twice
 	}
@@ -72,15 +72,15 @@ func (s *Session) media(ctx context.Context, id string, m mobilev1.MediaChunk) *
 	}
 	if have+m.Size > mobilev1.MaxMediaBytes {
 		s.drop(id)
-		return errorf(mobilev1.CodeTooBig, "the file is larger than %d bytes: compress it", mobilev1.MaxMediaBytes)
+		return ErrFileTooLarge.New(mobilev1.MaxMediaBytes)
 	}
 	if s.buffered+m.Size > mobilev1.MaxUploadBuffer {
 		s.drop(id)
-		return errorf(mobilev1.CodeTooBig, "this device's unfinished uploads would exceed %d bytes: finish one first", mobilev1.MaxUploadBuffer)
+		return ErrUploadBuffer.New(mobilev1.MaxUploadBuffer)
 	}
 	if s.d.tokenUploads(s.conn.Token).bytes+m.Size > TokenDevices*mobilev1.MaxUploadBuffer {
 		s.drop(id)
-		return errorf(mobilev1.CodeTooBig, "the unfinished uploads of this token's devices would exceed %d bytes: finish some first", TokenDevices*mobilev1.MaxUploadBuffer)
+		return ErrTokenBuffer.New(TokenDevices * mobilev1.MaxUploadBuffer)
 	}
 	data, e := mobilev1.DecodeB64("data", m.Data)
 	if e != nil {
@@ -111,7 +111,7 @@ func (s *Session) media(ctx context.Context, id string, m mobilev1.MediaChunk) *
 	}
 	// Assembled: every part is here, in order.
 	s.drop(id)
-	return s.once(id, func() *mobilev1.Error {
+	return s.once(id, func() error {
 		parts := make([]io.Reader, len(u.parts))
 		for i, p := range u.parts {
 			parts[i] = bytes.NewReader(p)
@@ -160,9 +160,9 @@ func (d *Dialect) countUpload(tok string, n, size int) {
 // audio, the transcript) as its text: the same path an Iris message.send
 // with media_refs takes, so the agent gets the file and Iris devices see
 // the message with media they can pull.
-func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, data io.Reader) *mobilev1.Error {
+func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, data io.Reader) error {
 	if !s.d.cfg.GW.TakesMedia() {
-		return errorf(mobilev1.CodeUnsupportedFrame, "this gateway keeps no files (ready announced no media)")
+		return ErrNoFiles.New()
 	}
 	if mt, _, err := mime.ParseMediaType(mimeType); err != nil || !strings.Contains(mt, "/") {
 		mimeType = "" // the store derives it from the file name or the bytes
@@ -172,7 +172,7 @@ func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption
 	}
 	ref, err := s.d.cfg.GW.KeepFile(ctx, s.caller(), kind, mimeType, filename, data)
 	if err != nil {
-		return fromCore(err)
+		return err
 	}
 	return s.send(ctx, gateway.SendRequest{Lane: s.lane, Text: strings.TrimSpace(caption), MediaRefs: []string{ref}})
 }
