@@ -39,7 +39,8 @@ func startGateway(o *Options, name string, ag agent.Agent, edit func(*server.App
 		return nil, err
 	}
 	logs := &logCounter{w: o.GatewayLog, counts: map[string]int{}}
-	cfg := server.AppConfig{DataDir: dir, Token: Token, Agent: ag, Log: slog.New(logs)}
+	cfg := server.AppConfig{DataDir: dir, Token: Token, Log: slog.New(logs)}
+	cfg.Agent = ag
 	if edit != nil {
 		edit(&cfg)
 	}

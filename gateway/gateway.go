@@ -93,16 +93,16 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg.Agent = &agent.Echo{}
 	}
 	if cfg.OutboxKeep == 0 {
-		cfg.OutboxKeep = 200_000
+		cfg.OutboxKeep = DefaultOutboxKeep
 	}
 	if cfg.OutboxMaxAge == 0 {
-		cfg.OutboxMaxAge = 30 * 24 * time.Hour
+		cfg.OutboxMaxAge = DefaultOutboxMaxAge
 	}
 	if cfg.ProgressEvery == 0 {
-		cfg.ProgressEvery = time.Second
+		cfg.ProgressEvery = DefaultProgressEvery
 	}
 	if cfg.PruneEvery == 0 {
-		cfg.PruneEvery = time.Minute
+		cfg.PruneEvery = DefaultPruneEvery
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -114,7 +114,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg.Workdir, _ = os.Getwd()
 	}
 	if cfg.ReplayCache == 0 {
-		cfg.ReplayCache = 32 << 20
+		cfg.ReplayCache = DefaultReplayCache
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Gateway{

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
@@ -26,28 +25,24 @@ import (
 	"github.com/irisgate/irisgate/store"
 )
 
-// AppConfig is everything a running gateway needs.
+// AppConfig is everything a running gateway needs: the packages' own
+// configurations, each with its zero fields taking that package's
+// defaults.
 type AppConfig struct {
-	DataDir       string
-	Token         string // a fixed token, valid besides the stored ones
-	Agent         agent.Agent
-	ShowReasoning bool
-	OutboxKeep    int64
-	OutboxMaxAge  time.Duration
-	QueueLimits   hub.Limits
-	Server        Config
-	Log           *slog.Logger
-	// Workdir is where the agent's tools run; AskTimeout bounds approvals
-	// and questions; FastModel is what /fast switches to.
-	Workdir    string
-	AskTimeout time.Duration
-	FastModel  string
-	Push       PushConfig
-	// Media bounds uploads and the files the agent sends (MaxSize: 64 MiB
-	// by default); the files live in DataDir/media.
+	DataDir string
+	Token   string // a fixed token, valid besides the stored ones
+	Log     *slog.Logger
+	// Config is the gateway's (the agent, outbox retention, …). Open sets
+	// its Pusher, Media and Metrics: they are made from the rest.
+	gateway.Config
+	QueueLimits hub.Limits
+	Server      Config
+	Push        PushConfig
+	// Media bounds uploads and the files the agent sends; the files live
+	// in DataDir/media. (It shadows gateway.Config's Media, the store
+	// Open makes with these limits.)
 	Media media.Limits
-	// AuthLimits bound token guessing (gateway.AuthLimits' defaults when
-	// zero).
+	// AuthLimits bound token guessing.
 	AuthLimits gateway.AuthLimits
 	// Version is what the admin socket reports (irisgate version).
 	Version string
@@ -76,6 +71,11 @@ type App struct {
 	wg     sync.WaitGroup
 	closed sync.Once
 }
+
+// proofSaveEvery is how often the hub saves the proofs of delivery that
+// changed (and once more at shutdown): a crash forgets at most this much
+// of them, and a device's next sync then replays those frames again.
+const proofSaveEvery = 2 * time.Second
 
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
@@ -155,11 +155,9 @@ func Open(cfg AppConfig) (*App, error) {
 	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
 		return fail(fmt.Errorf("media directory: %w", err))
 	}
-	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
-		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
-		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
-		Media: a.Media,
-	})
+	gcfg := cfg.Config
+	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
+	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
 	reg.MustRegister(auth.Collectors()...)
@@ -184,7 +182,7 @@ func Open(cfg AppConfig) (*App, error) {
 			cfg.Log.Error("gateway core stopped", "err", err)
 		}
 	}()
-	go func() { defer a.wg.Done(); a.Hub.Run(ctx, 2*time.Second) }()
+	go func() { defer a.wg.Done(); a.Hub.Run(ctx, proofSaveEvery) }()
 	go func() { defer a.wg.Done(); a.Srv.Run(ctx) }()
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.Srv.watchTokens(ctx, time.Second) }()

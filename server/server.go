@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -24,65 +23,7 @@ import (
 	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/web"
 	"github.com/irisgate/irisgate/wire"
-	"github.com/irisgate/irisgate/wire/mobile"
 )
-
-// Config holds the server's settings.
-type Config struct {
-	HelloTimeout time.Duration // for the first frame
-	PingInterval time.Duration // WebSocket pings; a peer silent for two is dead
-	WriteTimeout time.Duration // one frame's write
-	MaxFrame     int64         // largest text or binary frame accepted
-	Push         string        // push backend named in hello.ack
-	NtfyServer   string
-	WebPushKey   string // VAPID public key offered to browsers
-
-	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
-	// not said hello yet, in all and from one address (see preHello).
-	MaxWaiting, MaxWaitingPerAddr int
-	// MaxBuffered bounds the bytes of the large frames being read and
-	// handled at once, over all connections (see budget).
-	MaxBuffered int64
-
-	// Hermes Mobile.
-	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
-	Mobile         mobile.Settings
-
-	// TrustedProxies are the peers believed when they name the client or
-	// the public host in forwarding headers (peer.go); AllowedOrigins are
-	// web origins besides our own whose pages may connect.
-	TrustedProxies []netip.Prefix
-	AllowedOrigins []string
-}
-
-// Defaults fills unset fields.
-func (c *Config) defaults() {
-	if c.HelloTimeout == 0 {
-		c.HelloTimeout = 15 * time.Second
-	}
-	if c.PingInterval == 0 {
-		c.PingInterval = 20 * time.Second
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-
-	if c.MaxFrame == 0 {
-		c.MaxFrame = 1 << 20
-	}
-	if c.MobileMaxFrame == 0 {
-		c.MobileMaxFrame = mobile.DefaultMaxFrame
-	}
-	if c.MaxWaiting == 0 {
-		c.MaxWaiting = 1024
-	}
-	if c.MaxBuffered < max(c.MaxFrame, c.MobileMaxFrame) {
-		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
-	}
-	if c.MaxWaitingPerAddr == 0 {
-		c.MaxWaitingPerAddr = 64
-	}
-}
 
 // helloLimit bounds the first frame, read before anyone is authenticated.
 const helloLimit = 64 << 10

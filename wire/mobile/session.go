@@ -17,8 +17,15 @@ import (
 	"github.com/irisgate/irisgate/wire"
 )
 
-// DefaultMaxFrame is Config.MaxFrame's default: the protocol's limit.
-const DefaultMaxFrame = mobilev1.MaxFrameBytes
+// The defaults of Config and Settings, which the command line's flags
+// show too.
+const (
+	DefaultMaxFrame    = mobilev1.MaxFrameBytes // the protocol's limit
+	DefaultPromptTTL   = mobilev1.PromptTTLSeconds * time.Second
+	DefaultAvatarQuiet = 3 * time.Second
+	DefaultEditEvery   = 250 * time.Millisecond
+	DefaultSendTimeout = 30 * time.Second
+)
 
 // TokenDevices bounds what one token's devices hold of unfinished
 // uploads together: this many devices' worth of the protocol's limits per
@@ -69,19 +76,19 @@ type Settings struct {
 
 func (c *Config) defaults() {
 	if c.AvatarQuiet == 0 {
-		c.AvatarQuiet = 3 * time.Second
+		c.AvatarQuiet = DefaultAvatarQuiet
 	}
 	if c.EditEvery == 0 {
-		c.EditEvery = 250 * time.Millisecond
+		c.EditEvery = DefaultEditEvery
 	}
 	if c.PromptTTL == 0 {
-		c.PromptTTL = mobilev1.PromptTTLSeconds * time.Second
+		c.PromptTTL = DefaultPromptTTL
 	}
 	if c.MaxFrame == 0 {
 		c.MaxFrame = DefaultMaxFrame
 	}
 	if c.SendTimeout == 0 {
-		c.SendTimeout = 30 * time.Second
+		c.SendTimeout = DefaultSendTimeout
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
