@@ -21,8 +21,9 @@ import (
 // picker push, the most urgent; cron posts and deliveries say so in their
 // kind. A picker a device opened for itself with a command (/model,
 // /reasoning, /fast, /new) wakes nobody: the device that asked is there,
-// and no other device needs to be called for it.
-func wakes(ev *core.Event) (push.Note, bool) {
+// and no other device needs to be called for it. channel names a chat,
+// for a delivery's title (nil: not needed, only whether it wakes).
+func wakes(ev *core.Event, channel func(chatID string) string) (push.Note, bool) {
 	n := push.Note{ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Cursor: ev.Cursor, Collapse: ev.Lane.String()}
 	switch ev.Type {
 	case core.EvMessageStop:
@@ -42,7 +43,18 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		case core.RoleAssistant:
 			n.Kind, n.Title = push.KindMessage, "Agent"
 		case core.RoleCron:
+			// Titled as its notification is: a cron post with its job's
+			// name (its model is "cron: NAME"), a delivery (irisgate send,
+			// POST /api/send: no job, the wire's model "delivery") with
+			// its channel's.
 			n.Kind, n.Title = push.KindCron, "Cron"
+			if job, ok := strings.CutPrefix(ev.Message.Model, "cron: "); ok && strings.TrimSpace(job) != "" {
+				n.Title = job
+			} else if channel != nil {
+				if name := channel(ev.Lane.ChatID); name != "" {
+					n.Title = name
+				}
+			}
 		default:
 			return n, false
 		}
@@ -102,7 +114,13 @@ func (g *Gateway) pushLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-g.toPush:
-			n, _ := wakes(ev)
+			n, _ := wakes(ev, func(chatID string) string {
+				ch, err := g.st.Channel(ctx, chatID)
+				if err != nil {
+					return ""
+				}
+				return ch.Name
+			})
 			devs, err := g.st.PushDevices(ctx)
 			if err != nil {
 				continue
@@ -124,7 +142,7 @@ func (g *Gateway) notePush(ev *core.Event) {
 	if !g.cfg.Pusher.Enabled() {
 		return
 	}
-	if _, ok := wakes(ev); !ok {
+	if _, ok := wakes(ev, nil); !ok {
 		return
 	}
 	select {
@@ -244,7 +262,7 @@ func (g *Gateway) runCronTurn(ctx context.Context, l *lane, t *turn, pt pendingT
 		switch e.Kind {
 		case agent.Text:
 			b.WriteString(e.Text)
-		case agent.TextIsCommentary:
+		case agent.TextIsCommentary, agent.TextIsReasoning:
 			b.Reset()
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,16 @@ type Config struct {
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
 	ReplayCache int
+	// ModelHTTPClient is the model backend's HTTP client (what
+	// agent.ModelConfig.HTTPClient holds): auto-thread titles go to the
+	// model's endpoint through it too, with its CA, proxy and timeouts.
+	// nil: the OpenAI client's default, as for the model backend.
+	ModelHTTPClient *http.Client
+	// AutoTitleHermes lets a Hermes lane's auto-threads be named by the
+	// first model provider configured beside Hermes. Off by default: the
+	// thread's first question and reply would go to that provider (maybe a
+	// cloud one) without the person having chosen it.
+	AutoTitleHermes bool
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -85,6 +96,8 @@ type Gateway struct {
 	titles   titles // auto-thread titles being asked for (autotitle.go)
 	turns    sync.WaitGroup
 	down     bool
+
+	presence presence // who connects and leaves (devices.go)
 }
 
 // New makes a gateway. Call Run to start it.

@@ -394,6 +394,24 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			if strings.TrimSpace(text) != "" {
 				g.commit(fin, nil, &core.Event{Type: core.EvCommentary, Lane: lk, StreamID: core.NewID("m_"), Text: text})
 			}
+		case agent.TextIsReasoning:
+			// What streamed so far was the model's reasoning (its chat
+			// template opened the think block): it moves there, and the
+			// bubble starts over.
+			t.mu.Lock()
+			text, id := t.text, t.streamID
+			t.text = ""
+			t.mu.Unlock()
+			if text == "" {
+				text = e.Text
+			}
+			reasoning.WriteString(text)
+			if started {
+				g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: ""})
+				// What was saved as the reply so far is not one.
+				r := reasoning.String()
+				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, "", r) })
+			}
 		case agent.File:
 			// The file is stored and offered at once (a media.offer tied
 			// to the reply); the reply lists it when it finishes.

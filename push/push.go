@@ -130,6 +130,8 @@ type Pusher struct {
 	// warned holds the backend/outcome pairs logged since the backend
 	// last worked: a wrong token is said once, not at every push.
 	warned map[string]bool
+	// changed is closed at the next change of the queue (Changed).
+	changed chan struct{}
 }
 
 // New makes a pusher; Run sends.
@@ -190,8 +192,31 @@ func (p *Pusher) Enqueue(ctx context.Context, deviceID string, n Note) error {
 	}, now)
 	if err == nil {
 		p.poke()
+		p.change()
 	}
 	return err
+}
+
+// Changed returns a channel closed at the pusher's next change: a push
+// queued, or one tried (its outcome counted, recorded as sent, given up,
+// dropped or put back for a retry). A waiter takes it, checks what it
+// waits for, and waits on it.
+func (p *Pusher) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+func (p *Pusher) change() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 }
 
 func (p *Pusher) poke() {
@@ -346,6 +371,7 @@ func (p *Pusher) work(ctx context.Context, dev string, jobs []store.PushJob, don
 }
 
 func (p *Pusher) send(ctx context.Context, j store.PushJob) {
+	defer p.change()
 	// What a finished attempt records is recorded even when the gateway
 	// starts stopping right after it: a push sent must not be sent again.
 	book := context.WithoutCancel(ctx)

@@ -18,6 +18,25 @@ import (
 // wait is how long a test waits for an expected event.
 const wait = 10 * time.Second
 
+// waitChange waits until cond holds, checked at each change of the
+// pusher's queue, or fails.
+func waitChange(t *testing.T, p *Pusher, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		changed := p.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within %v", what, wait)
+		}
+	}
+}
+
 // Issue 14 item 9: a push service that never answers one device's
 // request delays no other device. The request is bounded here by an hour,
 // so only working devices independently lets the second push through (the
@@ -48,14 +67,10 @@ func TestOneHangingDeviceDelaysNoOther(t *testing.T) {
 		t.Fatalf("published %+v", got)
 	}
 	// The server has it; wait for the pusher to have its answer too.
-	for deadline := time.Now().Add(wait); ; time.Sleep(5 * time.Millisecond) {
-		if d, _ := st.Device(bg, "ok"); d.LastPushedCursor == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the working phone's push was never recorded")
-		}
-	}
+	waitChange(t, p, "the working phone's push recorded", func() bool {
+		d, _ := st.Device(bg, "ok")
+		return d.LastPushedCursor == 2
+	})
 	cancel()
 	select {
 	case <-ran:

@@ -89,6 +89,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	}
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
+	cfg.Push.WebApp = where.webApp()
 	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
@@ -131,7 +132,8 @@ func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig 
 	return server.AppConfig{
 		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(),
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
-			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge},
+			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
+			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes},
 		Push:  c.PushFlags.config(),
 		Media: media.Limits{MaxSize: c.MaxMedia},
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,

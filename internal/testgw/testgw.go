@@ -90,6 +90,44 @@ func StartIn(t testing.TB, dir string, edit ...func(*server.AppConfig)) *GW {
 	return g
 }
 
+// WaitOffline waits until the gateway has let go of every connection of
+// the device (the hub forgets one once its reader ended), or fails.
+func (g *GW) WaitOffline(t testing.TB, deviceID string) {
+	t.Helper()
+	deadline := time.NewTimer(Wait)
+	defer deadline.Stop()
+	for {
+		left := g.App.GW.Presence() // before the check: a change after it closes this
+		if !g.App.Hub.Online(deviceID) {
+			return
+		}
+		select {
+		case <-left:
+		case <-deadline.C:
+			t.Fatalf("%s still online after %v", deviceID, Wait)
+		}
+	}
+}
+
+// WaitPush waits until cond holds, checked at each change of the
+// gateway's push queue (a push queued or tried), or fails.
+func (g *GW) WaitPush(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(Wait)
+	defer deadline.Stop()
+	for {
+		changed := g.App.Push.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within %v", what, Wait)
+		}
+	}
+}
+
 // Close stops the gateway gracefully (idempotent).
 func (g *GW) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

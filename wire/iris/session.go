@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // Config is what the dialect needs from the server.
@@ -66,7 +64,7 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	if env.Type != "hello" {
 		return nil, fatal(id, core.Errorf(core.CodeUnsupported, "the first frame must be hello, not %q", env.Type), "hello expected")
 	}
-	var h helloReq
+	var h irisv1.Hello
 	if err := payload(env, &h); err != nil {
 		return nil, fatal(id, err, "malformed hello")
 	}
@@ -90,12 +88,12 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	if push == "" {
 		push = "none"
 	}
-	ack := helloAckJSON{
-		ServerCaps: serverCaps{Streaming: true, Reasoning: true, Tools: true, Media: true, Search: true,
+	ack := irisv1.HelloAck{
+		ServerCaps: irisv1.ServerCaps{Streaming: true, Reasoning: true, Tools: true, Media: true, Search: true,
 			Push: push, PushNtfyServer: cfg.PushNtfyServer, VAPIDPublicKey: cfg.VAPIDPublicKey, Pickers: true},
 		SyncCursor: w.SyncCursor, LastPushedCursor: w.LastPushedCursor, Channels: channelList(w.Channels),
 	}
-	conn.SendFirst(hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: "hello.ack"}, ack)})
+	conn.SendFirst(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: "hello.ack"}, ack)})
 	if w.PushRefused != nil {
 		// The hello is answered (hello.ack carries its id); this error,
 		// without one, says why the device will not be woken.
@@ -162,38 +160,36 @@ var known = map[string]bool{
 
 func (s *Session) caller(id int64) gateway.Caller { return gateway.Caller{Conn: s.conn, ReqID: id} }
 
-func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error {
+func (s *Session) dispatch(ctx context.Context, env *irisv1.Request, id int64) error {
 	gw := s.cfg.GW
-	lane := core.Lane{ChatID: deref(env.ChatID), ThreadID: deref(env.ThreadID)}
+	lane := core.Lane{ChatID: env.ChatID, ThreadID: env.ThreadID}
 	switch env.Type {
 	case "ping":
-		var p laneReq
+		var p irisv1.Ping
 		if err := payload(env, &p); err != nil {
 			return err
 		}
-		s.reply(id, "pong", core.Lane{}, struct {
-			TS *int64 `json:"ts,omitempty"`
-		}{p.TS})
+		s.reply(id, "pong", core.Lane{}, irisv1.Pong{TS: p.TS})
 	case "hello":
 		return core.Errorf(core.CodeUnsupported, "already said hello")
 	case "message.send":
-		var p sendReq
+		var p irisv1.MessageSend
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
 		return gw.Send(ctx, s.caller(id), gateway.SendRequest{Lane: lane, Text: p.Text, ReplyTo: p.ReplyTo, MediaRefs: p.MediaRefs, AutoThread: p.AutoThread})
 	case "history":
-		var p laneReq
+		var p irisv1.HistoryRequest
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
-		ms, more, err := gw.History(ctx, lane, p.Before, p.Limit)
+		ms, more, err := gw.History(ctx, lane, p.BeforeMessageID, p.Limit)
 		if err != nil {
 			return err
 		}
-		h := historyJSON{Messages: make([]messageJSON, len(ms)), HasMore: more}
+		h := irisv1.History{Messages: make([]irisv1.Message, len(ms)), HasMore: more}
 		for i := range ms {
 			h.Messages[i] = messagePayload(&ms[i])
 			if ms[i].Role == core.RoleCron {
@@ -207,7 +203,7 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		}
 		s.reply(id, "history", lane, h)
 	case "sync":
-		var p laneReq
+		var p irisv1.Sync
 		if err := payload(env, &p); err != nil {
 			return err
 		}
@@ -217,35 +213,35 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		s.wg.Add(1)
 		go s.sync(id, p.Cursor)
 	case "message.delete":
-		var p laneReq
+		var p irisv1.MessageDelete
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
-		return gw.DeleteMessages(ctx, s.caller(id), lane, p.IDs)
+		return gw.DeleteMessages(ctx, s.caller(id), lane, p.MessageIDs)
 	case "read.receipt":
-		var p laneReq
+		var p irisv1.ReadReceiptRequest
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
 		return gw.ReadReceipt(ctx, s.caller(id), lane, p.MessageID)
 	case "agent.stop":
-		var p laneReq
+		var p irisv1.AgentStop
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
 		return gw.Stop(ctx, s.caller(id), lane)
 	case "agent.steer":
-		var p laneReq
+		var p irisv1.AgentSteer
 		if err := payload(env, &p); err != nil {
 			return err
 		}
 		inPayload(&lane, p.ChatID, p.ThreadID)
 		return gw.Steer(ctx, s.caller(id), lane, p.Text)
 	case "fcm.register":
-		var p laneReq
+		var p irisv1.FCMRegister
 		if err := payload(env, &p); err != nil {
 			return err
 		}
@@ -260,44 +256,32 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 		// The schema has no reply type of its own for fcm.register: a
 		// request with an id is answered with a pong carrying it.
 		if id != 0 {
-			s.reply(id, "pong", core.Lane{}, struct{}{})
+			s.reply(id, "pong", core.Lane{}, irisv1.Pong{})
 		}
 	case "channel.list":
 		cs, err := gw.Channels(ctx)
 		if err != nil {
 			return err
 		}
-		s.reply(id, "channel.list", core.Lane{}, struct {
-			Channels []channelJSON `json:"channels"`
-		}{channelList(cs)})
+		s.reply(id, "channel.list", core.Lane{}, irisv1.ChannelList{Channels: channelList(cs)})
 	case "channel.create", "channel.rename", "channel.set_default", "channel.favorite", "channel.icon", "channel.set_automation", "channel.delete":
 		return s.channel(ctx, env, id)
 	case "search", "media.upload.start", "media.upload.end", "media.pull":
 		return s.media(ctx, env, id)
 	case "commands.catalog":
-		s.reply(id, "commands.catalog", core.Lane{}, struct {
-			Commands []commandJSON `json:"commands"`
-		}{catalog(gw.Commands())})
+		s.reply(id, "commands.catalog", core.Lane{}, irisv1.CommandsCatalog{Commands: catalog(gw.Commands())})
 	case "commands.complete":
-		var p struct {
-			Prefix string `json:"prefix"`
-		}
+		var p irisv1.CommandsCompleteRequest
 		if err := payload(env, &p); err != nil {
 			return err
 		}
-		matches := []commandJSON{}
+		matches := []irisv1.Command{}
 		for _, c := range gateway.Complete(p.Prefix) {
-			matches = append(matches, commandJSON{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint})
+			matches = append(matches, irisv1.Command{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint})
 		}
-		s.reply(id, "commands.complete", core.Lane{}, struct {
-			Prefix  string        `json:"prefix"`
-			Matches []commandJSON `json:"matches"`
-		}{p.Prefix, matches})
+		s.reply(id, "commands.complete", core.Lane{}, irisv1.CommandsComplete{Prefix: p.Prefix, Matches: matches})
 	case "picker.select":
-		var p struct {
-			PickerID string `json:"picker_id"`
-			Value    string `json:"value"`
-		}
+		var p irisv1.PickerSelect
 		if err := payload(env, &p); err != nil {
 			return err
 		}
@@ -309,13 +293,13 @@ func (s *Session) dispatch(ctx context.Context, env *inEnvelope, id int64) error
 	return nil
 }
 
-func (s *Session) channel(ctx context.Context, env *inEnvelope, id int64) error {
+func (s *Session) channel(ctx context.Context, env *irisv1.Request, id int64) error {
 	var p channelReq
 	if err := payload(env, &p); err != nil {
 		return err
 	}
 	gw := s.cfg.GW
-	chatID := deref(env.ChatID)
+	chatID := env.ChatID
 	if chatID == "" {
 		chatID = p.ChatID
 	}
@@ -397,14 +381,11 @@ func (s *Session) sync(id, cursor int64) {
 		}
 		return
 	}
-	s.reply(id, "sync.done", core.Lane{}, struct {
-		Cursor    int64 `json:"cursor"`
-		Truncated bool  `json:"truncated,omitempty"`
-	}{head, truncated})
+	s.reply(id, "sync.done", core.Lane{}, irisv1.SyncDone{Cursor: head, Truncated: truncated})
 }
 
 func (s *Session) reply(id int64, typ string, lane core.Lane, p any) {
-	s.conn.Send(hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
+	s.conn.Send(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
 }
 
 func (s *Session) sendError(id int64, err error) {
@@ -414,57 +395,7 @@ func (s *Session) sendError(id int64, err error) {
 // errorFrame is the one place a core error becomes an Iris error frame.
 func errorFrame(id int64, e *core.Error) []byte {
 	code := irisCode(e.Code)
-	return marshal(envelope{V: Version, ID: id, Type: "error"}, errorJSON{Code: string(code), Message: e.Message})
-}
-
-// decode parses a frame's envelope and its id. A malformed frame yields an
-// unsupported error and, where it could be read, the id.
-func decode(data []byte) (*inEnvelope, int64, error) {
-	var env inEnvelope
-	err := json.Unmarshal(data, &env)
-	// A type error leaves the other fields decoded: the id, if it is one,
-	// still goes on the error so the app's request is answered.
-	var te *json.UnmarshalTypeError
-	if err != nil && !errors.As(err, &te) {
-		return nil, 0, core.Errorf(core.CodeUnsupported, "malformed frame: %s", jsonError(err))
-	}
-	var id int64
-	if len(env.ID) > 0 && !bytes.Equal(env.ID, []byte("null")) {
-		n, perr := strconv.ParseInt(string(env.ID), 10, 64)
-		if perr != nil {
-			return nil, 0, core.Errorf(core.CodeUnsupported, "id must be an integer")
-		}
-		id = n
-	}
-	if err != nil {
-		return nil, id, core.Errorf(core.CodeUnsupported, "malformed frame: %s", jsonError(err))
-	}
-	if env.V != nil && *env.V != Version {
-		return nil, id, errBadVersion
-	}
-	if env.Type == "" {
-		return nil, id, core.Errorf(core.CodeUnsupported, "frame has no type")
-	}
-	return &env, id, nil
-}
-
-// payload decodes a frame's payload; absent and null payloads are empty.
-func payload(env *inEnvelope, v any) error {
-	if len(env.Payload) == 0 || bytes.Equal(env.Payload, []byte("null")) {
-		return nil
-	}
-	if err := json.Unmarshal(env.Payload, v); err != nil {
-		return core.Errorf(core.CodeUnsupported, "malformed %s payload: %s", env.Type, jsonError(err))
-	}
-	return nil
-}
-
-func jsonError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s must be %s", te.Field, te.Type)
-	}
-	return err.Error()
+	return marshal(irisv1.Envelope{V: Version, ID: id, Type: "error"}, irisv1.Error{Code: string(code), Message: e.Message})
 }
 
 func inPayload(l *core.Lane, chatID, threadID string) {
@@ -483,19 +414,11 @@ func deref(s *string) string {
 	return *s
 }
 
-type commandJSON struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	ArgsHint    string    `json:"args_hint"`
-	Category    string    `json:"category,omitempty"`
-	Aliases     *[]string `json:"aliases,omitempty"`
-}
-
-func catalog(cs []gateway.Command) []commandJSON {
-	out := make([]commandJSON, len(cs))
+func catalog(cs []gateway.Command) []irisv1.Command {
+	out := make([]irisv1.Command, len(cs))
 	for i, c := range cs {
 		aliases := append([]string{}, c.Aliases...)
-		out[i] = commandJSON{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint, Category: c.Category, Aliases: &aliases}
+		out[i] = irisv1.Command{Name: c.Name, Description: c.Description, ArgsHint: c.ArgsHint, Category: c.Category, Aliases: &aliases}
 	}
 	return out
 }
