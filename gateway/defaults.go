@@ -8,5 +8,4 @@ const (
 	DefaultOutboxMaxAge  = 30 * 24 * time.Hour
 	DefaultPruneEvery    = time.Minute
 	DefaultProgressEvery = time.Second
-	DefaultReplayCache   = 32 << 20
 )

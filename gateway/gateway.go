@@ -127,7 +127,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg.Workdir, _ = os.Getwd()
 	}
 	if cfg.ReplayCache == 0 {
-		cfg.ReplayCache = DefaultReplayCache
+		cfg.ReplayCache = 32 << 20
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Gateway{

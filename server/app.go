@@ -72,11 +72,6 @@ type App struct {
 	closed sync.Once
 }
 
-// proofSaveEvery is how often the hub saves the proofs of delivery that
-// changed (and once more at shutdown): a crash forgets at most this much
-// of them, and a device's next sync then replays those frames again.
-const proofSaveEvery = 2 * time.Second
-
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
 

@@ -76,3 +76,8 @@ func (c *Config) defaults() {
 		c.MaxWaitingPerAddr = DefaultMaxWaitingPerAddr
 	}
 }
+
+// proofSaveEvery is how often the hub saves the proofs of delivery that
+// changed (and once more at shutdown): a crash forgets at most this much
+// of them, and a device's next sync then replays those frames again.
+const proofSaveEvery = 2 * time.Second
