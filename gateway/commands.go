@@ -82,7 +82,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
 		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(th) },
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.PutChannel(th) },
 			&core.Event{Type: core.EvChannelCreated, Channel: &th}); err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := attach(tx, from.deviceID(), refs, &m); err != nil {
 			return err
 		}
@@ -253,7 +253,7 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	// The row is committed before the turn can see the steer, so the
 	// turn's consuming it (which deletes the row) always comes after.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
@@ -302,7 +302,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.DeleteMessages(lk, ids) },
 		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()}); err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	}
 	dev := from.deviceID()
 	now := time.Now().UnixMilli()
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
 		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
 		return err
 	}

@@ -68,9 +68,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	// this connection live, every frame at or below it can be synced.
 	if w.SyncCursor, err = g.st.OutboxHead(ctx); err == nil {
 		if w.Channels, err = g.st.Channels(ctx); err == nil {
-			var sd store.Device
-			sd, err = g.st.Device(ctx, d.ID)
-			w.LastPushedCursor = sd.LastPushedCursor
+			w.LastPushedCursor, err = g.st.LastPushed(ctx, d.ID)
 		}
 	}
 	if err != nil {

@@ -242,7 +242,7 @@ func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string
 			// The running turn would go on recording into the new session.
 			return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
 		}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
 			return err
 		}
 		g.mu.Lock()
@@ -523,7 +523,7 @@ func cmdUndo(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ strin
 		return err
 	}
 	ids := append([]string{user.ID}, after...)
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
@@ -547,7 +547,7 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 	if len(after) > 0 {
 		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}

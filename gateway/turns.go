@@ -121,7 +121,7 @@ func (g *Gateway) dropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return 0, nil
 	}
 	people := 0
-	err := g.commit(ctx, func(tx *store.Tx) error {
+	err := g.commit(ctx, func(tx store.Tx) error {
 		for _, pt := range dropped {
 			if err := tx.EndTurn(pt.msg.ID); err != nil {
 				return err
@@ -284,7 +284,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if pt.origin != nil {
 		pt.origin.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{pt.msg.ID}, TS: start.UnixMilli()}, 0)
 	}
-	if err := g.commit(fin, func(tx *store.Tx) error { return tx.StartTurn(pt.msg.ID) },
+	if err := g.commit(fin, func(tx store.Tx) error { return tx.StartTurn(pt.msg.ID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
 		// Steering may already wait in the channel: no agent will take
@@ -318,7 +318,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		// so a crash either side of it neither loses it nor answers it
 		// twice.
 		consumed := t.steeredBy(m.MessageID)
-		err := g.commit(fin, func(tx *store.Tx) error {
+		err := g.commit(fin, func(tx store.Tx) error {
 			if err := tx.AppendConversation(lk, tag, entryOf(m)); err != nil {
 				return err
 			}
@@ -357,7 +357,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		t.mu.Lock()
 		t.streamID = id
 		t.mu.Unlock()
-		startErr = g.commit(fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+		startErr = g.commit(fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
 			&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: id, Role: core.RoleAssistant})
 	}
 	emit := func(e agent.Event) {
@@ -372,7 +372,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			if time.Since(lastSave) >= g.cfg.ProgressEvery {
 				lastSave = time.Now()
 				r := reasoning.String()
-				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, text, r) })
+				g.commitLater(func(tx store.Tx) error { return tx.SaveProgress(id, text, r) })
 			}
 		case agent.Reasoning:
 			reasoning.WriteString(e.Text)
@@ -410,7 +410,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 				g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: ""})
 				// What was saved as the reply so far is not one.
 				r := reasoning.String()
-				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, "", r) })
+				g.commitLater(func(tx store.Tx) error { return tx.SaveProgress(id, "", r) })
 			}
 		case agent.File:
 			// The file is stored and offered at once (a media.offer tied
@@ -513,7 +513,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		if g.showReasoning(settings) {
 			m.Reasoning = reasoning.String()
 		}
-		ferr := g.commit(fin, func(tx *store.Tx) error {
+		ferr := g.commit(fin, func(tx store.Tx) error {
 			// The stream ends here, before message.stop is published: a
 			// device joining from now on must not be shown it as running.
 			t.mu.Lock()
@@ -550,7 +550,7 @@ func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string, also ...string) 
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := g.commit(context.Background(), func(tx *store.Tx) error {
+	if err := g.commit(context.Background(), func(tx store.Tx) error {
 		for _, id := range append([]string{turnID}, also...) {
 			if err := tx.EndTurn(id); err != nil {
 				return err

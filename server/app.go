@@ -72,6 +72,16 @@ type App struct {
 	closed sync.Once
 }
 
+// The store fills every consumer's seam: the gateway's (its groups too),
+// the scheduler's, the pusher's and the content store's. A second store
+// (PostgreSQL, issue 18) is asserted the same way.
+var (
+	_ gateway.Store = (*store.Store)(nil)
+	_ cron.Store    = (*store.Store)(nil)
+	_ push.Store    = (*store.Store)(nil)
+	_ media.Index   = (*store.Store)(nil)
+)
+
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
 

@@ -102,12 +102,3 @@ func notText(data []byte) *Fatal {
 	}
 	return &Fatal{Frame: errNotUTF8Frame, Status: websocket.StatusInvalidFramePayloadData, Reason: ErrNotUTF8.Format, Err: ErrNotUTF8.New()}
 }
-
-// irisCode is a core code in Iris's enum, which has no forbidden: a
-// refusal for who the device is reads as auth.
-func irisCode(c core.Code) core.Code {
-	if c == core.CodeForbidden {
-		return core.CodeAuth
-	}
-	return c
-}
