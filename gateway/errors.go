@@ -12,20 +12,22 @@ var (
 	ErrShuttingDown = core.NewKind("shutting_down", core.CodeUnsupported, "the gateway is shutting down")
 
 	// Lanes and messages.
-	ErrUnknownChat    = core.NewKind("chat_unknown", core.CodeNotFound, "unknown chat_id %s")
-	ErrChatIsThread   = core.NewKind("chat_is_thread", core.CodeNotFound, "chat_id %q is a thread: use its parent as chat_id and it as thread_id")
-	ErrUnknownThread  = core.NewKind("thread_unknown", core.CodeNotFound, "unknown thread_id %q in chat %q")
-	ErrAutomationSend = core.NewKind("automation_channel_send", core.CodeUnsupported, "%q is an automation channel: it only receives gateway output")
-	ErrTextTooLong    = core.NewKind("text_too_long", core.CodeUnsupported, "text is %d bytes, the limit is %d")
-	ErrTextNotUTF8    = core.NewKind("text_not_utf8", core.CodeUnsupported, "text is not valid UTF-8")
-	ErrEmptyMessage   = core.NewKind("message_empty", core.CodeUnsupported, "empty message: send text or media_refs")
-	ErrEmptySteer     = core.NewKind("steer_empty", core.CodeUnsupported, "empty steer text")
-	ErrNoMessageIDs   = core.NewKind("message_ids_empty", core.CodeUnsupported, "message_ids is empty")
-	ErrTooManyIDs     = core.NewKind("message_ids_too_many", core.CodeUnsupported, "at most %d message_ids at once")
-	ErrReceiptNoID    = core.NewKind("read_receipt_no_id", core.CodeUnsupported, "read.receipt needs a message_id")
-	ErrUnknownBefore  = core.NewKind("before_message_unknown", core.CodeNotFound, "unknown before_message_id %s")
-	ErrSearchScope    = core.NewKind("search_scope_invalid", core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s")
-	ErrWebPush        = core.NewKind("webpush_invalid", core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
+	ErrUnknownChat      = core.NewKind("chat_unknown", core.CodeNotFound, "unknown chat_id %s")
+	ErrChatIsThread     = core.NewKind("chat_is_thread", core.CodeNotFound, "chat_id %q is a thread: use its parent as chat_id and it as thread_id")
+	ErrUnknownThread    = core.NewKind("thread_unknown", core.CodeNotFound, "unknown thread_id %q in chat %q")
+	ErrAutomationSend   = core.NewKind("automation_channel_send", core.CodeUnsupported, "%q is an automation channel: it only receives gateway output")
+	ErrTextTooLong      = core.NewKind("text_too_long", core.CodeUnsupported, "text is %d bytes, the limit is %d")
+	ErrTextNotUTF8      = core.NewKind("text_not_utf8", core.CodeUnsupported, "text is not valid UTF-8")
+	ErrEmptyMessage     = core.NewKind("message_empty", core.CodeUnsupported, "empty message: send text or media_refs")
+	ErrEmptySteer       = core.NewKind("steer_empty", core.CodeUnsupported, "empty steer text")
+	ErrNoMessageIDs     = core.NewKind("message_ids_empty", core.CodeUnsupported, "message_ids is empty")
+	ErrTooManyIDs       = core.NewKind("message_ids_too_many", core.CodeUnsupported, "at most %d message_ids at once")
+	ErrReceiptNoID      = core.NewKind("read_receipt_no_id", core.CodeUnsupported, "read.receipt needs a message_id")
+	ErrMessageIDTooLong = core.NewKind("message_id_too_long", core.CodeUnsupported, "message_id is longer than %d bytes")
+	ErrReceiptUnknown   = core.NewKind("read_receipt_unknown", core.CodeNotFound, "no message %s in this chat")
+	ErrUnknownBefore    = core.NewKind("before_message_unknown", core.CodeNotFound, "unknown before_message_id %s")
+	ErrSearchScope      = core.NewKind("search_scope_invalid", core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s")
+	ErrWebPush          = core.NewKind("webpush_invalid", core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
 
 	// The channel directory.
 	ErrChannelParent   = core.NewKind("channel_parent_given", core.CodeUnsupported, "a channel has no parent_chat_id; use kind \"thread\"")
@@ -70,6 +72,16 @@ var (
 	ErrDeviceBound    = core.NewKind("device_bound_elsewhere", core.CodeForbidden, "device %s is bound to another token")
 	ErrBinding        = core.NewKind("binding_invalid", core.CodeUnsupported, "a device id is at most %d bytes of UTF-8 without spaces or control characters")
 	ErrBindingPrefix  = core.NewKind("binding_prefix_only", core.CodeUnsupported, "name the device after %q")
+	ErrServiceDevice  = core.NewKind("device_id_service", core.CodeAuth, "device ids beginning with %q belong to delivery services: choose another device_id")
+	ErrDeviceID       = core.NewKind("device_id_invalid", core.CodeUnsupported, "device_id must be at most %d bytes of UTF-8 without spaces or control characters")
+	ErrHellosHeld     = core.NewKind("hellos_held", core.CodeRateLimited, "too many failed hellos from this address are waiting for their answer: try again later")
+
+	// What clients can make the core hold (Bounds, turnlimits.go).
+	ErrTokenTurns    = core.NewKind("turns_of_token_full", core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers")
+	ErrAllTurns      = core.NewKind("turns_full", core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers")
+	ErrDirectoryFull = core.NewKind("channel_directory_full", core.CodeRateLimited, "the channel directory is full (%d channels and threads): delete some first")
+	ErrAutoThreads   = core.NewKind("auto_threads_too_many", core.CodeRateLimited, "more than %d new threads a minute: send into an existing thread, or wait a moment")
+	ErrTokenConns    = core.NewKind("connections_of_token_full", core.CodeRateLimited, "%d connections of this token are open, as many as it may have: close one first")
 )
 
 // errShuttingDown refuses new turns during shutdown; callers compare

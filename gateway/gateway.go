@@ -49,6 +49,9 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (turnlimits.go).
+	Bounds Bounds
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
@@ -93,9 +96,13 @@ type Gateway struct {
 	lanes    map[core.Lane]*lane
 	pickers  map[string]*picker
 	sessions map[core.Lane]*session
-	titles   titles // auto-thread titles being asked for (autotitle.go)
-	turns    sync.WaitGroup
-	down     bool
+	titles   titles     // auto-thread titles being asked for (autotitle.go)
+	counts   turnCounts // turns held per token and in all (turnlimits.go)
+	// skippedRows are the outbox rows a sync skipped and logged.
+	skippedRows map[int64]bool
+	running     chan struct{} // a place per turn running (turnlimits.go)
+	turns       sync.WaitGroup
+	down        bool
 
 	presence presence // who connects and leaves (devices.go)
 }
@@ -126,6 +133,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
+	cfg.Bounds.defaults()
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = 32 << 20
 	}
@@ -140,6 +148,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		stopped:   make(chan struct{}),
 		ctx:       ctx, cancel: cancel,
 		lanes:    make(map[core.Lane]*lane),
+		running:  make(chan struct{}, cfg.Bounds.Running),
 		pickers:  make(map[string]*picker),
 		sessions: make(map[core.Lane]*session),
 	}
@@ -408,6 +417,10 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 		if total > 0 {
 			g.log.Info("outbox pruned", "frames", total)
 		}
+		if floor, err := g.st.OutboxFloor(ctx); err == nil && floor > 0 {
+			g.hub.DropBelow(floor + 1) // the pruned frames (floor and below) need no proofs any more
+		}
+		g.pruneDevices(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -458,7 +471,11 @@ func (g *Gateway) recover(ctx context.Context) error {
 			g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
-		queued = append(queued, pendingTurn{msg: m})
+		// Held to no bound: they were within the bounds when sent.
+		g.mu.Lock()
+		slot, _ := g.takeSlotLocked("", true)
+		g.mu.Unlock()
+		queued = append(queued, pendingTurn{msg: m, slot: slot})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {

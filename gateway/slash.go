@@ -543,6 +543,12 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	slot, err := g.takeSlotLocked(tokenOf(from), false)
+	g.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	var ev *core.Event
 	if len(after) > 0 {
 		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
@@ -556,9 +562,10 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 		}
 		return tx.QueueTurn(lk, user.ID) // owed like any turn: a restart still answers it
 	}, ev); err != nil {
+		g.freeSlot(slot)
 		return err
 	}
-	return g.enqueue(pendingTurn{msg: user, origin: from.Conn})
+	return g.enqueue(pendingTurn{msg: user, origin: from.Conn, slot: slot})
 }
 
 func contains(list []string, v string) bool {

@@ -54,26 +54,31 @@ func (l *lane) idleLocked() bool {
 var errQueueFull = core.Errorf(core.CodeRateLimited,
 	"%d messages already wait in this chat for the agent: wait for them, or send /stop all to stop the turn and drop them", MaxQueuedTurns)
 
-// reserveTurn holds a place in lk's queue for a turn about to be stored;
-// the caller then either enqueues it (enqueueReserved) or gives the place
+// reserveTurn holds a place in lk's queue, and a slot of token's turns
+// (turnlimits.go), for a turn about to be stored; the caller then either
+// enqueues it (enqueueReserved, the slot in its pendingTurn) or gives both
 // back (releaseTurn).
-func (g *Gateway) reserveTurn(lk core.Lane) error {
+func (g *Gateway) reserveTurn(lk core.Lane, token string) (*turnSlot, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.down {
-		return errShuttingDown
+		return nil, errShuttingDown
 	}
 	l := g.lanes[lk]
+	if l != nil && l.queuedLocked() >= MaxQueuedTurns {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return nil, errQueueFull
+	}
+	slot, err := g.takeSlotLocked(token, false)
+	if err != nil {
+		return nil, err
+	}
 	if l == nil {
 		l = &lane{key: lk}
 		g.lanes[lk] = l
 	}
-	if l.queuedLocked() >= MaxQueuedTurns {
-		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return errQueueFull
-	}
 	l.reserved++
-	return nil
+	return slot, nil
 }
 
 // queueFull reports whether lk's queue has no room (reserveTurn decides;
@@ -85,10 +90,12 @@ func (g *Gateway) queueFull(lk core.Lane) bool {
 	return l != nil && l.queuedLocked() >= MaxQueuedTurns
 }
 
-// releaseTurn gives back a place reserveTurn held.
-func (g *Gateway) releaseTurn(lk core.Lane) {
+// releaseTurn gives back a place reserveTurn held, and slot (nil: the
+// turn keeps it).
+func (g *Gateway) releaseTurn(lk core.Lane, slot *turnSlot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.freeSlotLocked(slot)
 	if l := g.lanes[lk]; l != nil {
 		l.reserved--
 		if l.idleLocked() {
@@ -130,6 +137,7 @@ func (g *Gateway) dropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return nil
 	}, nil)
 	for _, pt := range dropped {
+		g.freeSlot(pt.slot)
 		if pt.cron != nil {
 			pt.cron.done(errCronStopped)
 		} else {
@@ -145,6 +153,9 @@ type pendingTurn struct {
 	// cron, when set, makes it a cron turn (runCronTurn): msg is then no
 	// stored message but the turn's row id (store.CronTurnID) and prompt.
 	cron *cronRun
+	// slot is the turn's place in the bounds across lanes (nil: a cron
+	// turn's); freed once it has run or is dropped.
+	slot *turnSlot
 }
 
 // turn is a running turn. Its stream fields are read by greet for devices
@@ -231,14 +242,21 @@ func (g *Gateway) enqueue(pt pendingTurn) error {
 func (g *Gateway) runLane(l *lane) {
 	defer g.turns.Done()
 	for {
+		placed := g.runPlace() // false: stopping
 		g.mu.Lock()
-		if len(l.pending) == 0 || g.down {
+		if len(l.pending) == 0 || g.down || !placed {
+			for _, pt := range l.pending {
+				g.freeSlotLocked(pt.slot)
+			}
 			l.active = false
 			l.pending = nil
 			if l.idleLocked() {
 				delete(g.lanes, l.key)
 			}
 			g.mu.Unlock()
+			if placed {
+				g.leavePlace()
+			}
 			return
 		}
 		pt := l.pending[0]
@@ -261,10 +279,22 @@ func (g *Gateway) runLane(l *lane) {
 			next = g.runTurn(ctx, l, t, pt)
 		}
 		cancel()
+		g.leavePlace()
+		t.mu.Lock()
+		steered := t.steered
+		t.mu.Unlock()
 
 		g.mu.Lock()
 		l.running = nil
 		l.pending = slices.Concat(next, l.pending)
+		// The turn has run, and so has the steering it took; what it did
+		// not take runs next and keeps its slot.
+		g.freeSlotLocked(pt.slot)
+		for _, st := range steered {
+			if !slices.ContainsFunc(next, func(n pendingTurn) bool { return n.slot == st.slot }) {
+				g.freeSlotLocked(st.slot)
+			}
+		}
 		g.mu.Unlock()
 	}
 }

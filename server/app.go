@@ -44,8 +44,10 @@ type AppConfig struct {
 	Media media.Limits
 	// AuthLimits bound token guessing.
 	AuthLimits gateway.AuthLimits
-	// Version is what the admin socket reports (irisgate version).
-	Version string
+	// Version is what the admin socket reports (irisgate version), with
+	// Listen (the address served on) and PublicURL, for irisgate pair.
+	Version           string
+	Listen, PublicURL string
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.

@@ -83,7 +83,7 @@ func (s *Server) open(ctx context.Context, c *websocket.Conn, p wire.Peer, first
 // wait w (waitHello).
 func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait) (wire.Session, wire.Dialect, bool) {
 	s.startHello(c, w)
-	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, pr.stall)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, gateway.AddrKey(p.Addr), pr.stall)
 	defer release()
 	if !s.helloCame(w) {
 		return nil, nil, false
@@ -98,7 +98,11 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait)
 		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
 		return nil, nil, false
 	}
-	return s.open(s.base, c, p, first)
+	sess, d, ok := s.open(s.base, c, p, first)
+	if ok {
+		s.sawHello(p.Addr)
+	}
+	return sess, d, ok
 }
 
 // serve is a connection's read loop after its hello; writers are started
@@ -108,6 +112,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	conn := sess.Conn()
 	if d.Proofs() {
 		pr.attach(conn)
+		conn.TrackProofs()
 	}
 	s.mu.Lock()
 	if s.down {
@@ -128,7 +133,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, pr.stall)
+		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				end(conn, d.TooBig())

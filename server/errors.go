@@ -8,7 +8,7 @@ import (
 )
 
 // The HTTP API's errors (POST /api/send, GET /api/webpush, and the
-// cross-origin rule over every endpoint).
+// cross-origin rule and the bounds over every endpoint).
 var (
 	ErrCrossOrigin = core.NewKind("cross_origin_refused", core.CodeForbidden,
 		"cross-origin request refused: only the gateway's own pages (and --allowed-origins) may send it")
@@ -23,6 +23,8 @@ var (
 	ErrBodyBrokeOff   = core.NewKind("send_body_broke_off", core.CodeUnsupported, "the body broke off in %q: %v")
 	ErrFieldTooLong   = core.NewKind("form_field_too_long", core.CodeUnsupported, "the field %s is longer than %d bytes")
 	ErrNoWebPush      = core.NewKind("web_push_not_configured", core.CodeNotFound, "web push is not configured")
+	// ErrTooManyRequests: Config.MaxRequestsPerAddr (httpBounds).
+	ErrTooManyRequests = core.NewKind("too_many_requests", core.CodeRateLimited, "too many requests from this address are being served: try again")
 )
 
 // sendTypes are the bodies POST /api/send takes (ErrContentType's first

@@ -56,6 +56,7 @@ type Server struct {
 
 	hmu         sync.Mutex
 	http        httpWaiting // connections before their upgrade (ConnState)
+	active      active      // requests being served (httpBounds)
 	budget      *budget     // bytes of the large frames being read (readFrame)
 	helloBudget *budget     // the same, of hellos
 }
@@ -65,8 +66,9 @@ type Server struct {
 func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, reg *prometheus.Registry, m *gateway.Metrics) *Server {
 	cfg.defaults()
 	base, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered), helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4)),
-		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
+	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered, max(cfg.MaxFrame, cfg.MobileMaxFrame), cfg.FrameGrace),
+		helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4), helloLimit, cfg.FrameGrace),
+		socks:       make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: newDialects(cfg, gw, auth, log)}
 	s.refusals.timeout = s.refuse(wire.ErrHelloTimeout.New())
 	s.refusals.evicted = s.refuse(wire.ErrHelloEvicted.New())
@@ -84,7 +86,7 @@ func (s *Server) Handler() http.Handler {
 	if s.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	}
-	return s.sameOriginWrites(mux)
+	return s.httpBounds(s.sameOriginWrites(mux))
 }
 
 // Run pings every connection periodically until ctx ends.

@@ -20,18 +20,19 @@ import (
 // default is written once (TestServeDefaultsAreThePackages).
 func defaults() kong.Vars {
 	return kong.Vars{
-		"outbox_keep":       strconv.FormatInt(gateway.DefaultOutboxKeep, 10),
-		"outbox_max_age":    duration(gateway.DefaultOutboxMaxAge),
-		"ask_timeout":       duration(gateway.DefaultAskTimeout),
-		"max_frame":         strconv.Itoa(server.DefaultMaxFrame),
-		"hello_timeout":     duration(server.DefaultHelloTimeout),
-		"ping_interval":     duration(server.DefaultPingInterval),
-		"shutdown_wait":     duration(server.DefaultShutdownWait),
-		"max_media":         strconv.Itoa(media.DefaultMaxSize),
-		"mobile_prompt_ttl": duration(mobile.DefaultPromptTTL),
-		"push_hold":         duration(push.DefaultHold),
-		"push_timeout":      duration(push.DefaultTimeout),
-		"context_length":    strconv.Itoa(agent.DefaultContextLength),
+		"outbox_keep":         strconv.FormatInt(gateway.DefaultOutboxKeep, 10),
+		"outbox_max_age":      duration(gateway.DefaultOutboxMaxAge),
+		"ask_timeout":         duration(gateway.DefaultAskTimeout),
+		"max_frame":           strconv.Itoa(server.DefaultMaxFrame),
+		"hello_timeout":       duration(server.DefaultHelloTimeout),
+		"ping_interval":       duration(server.DefaultPingInterval),
+		"shutdown_wait":       duration(server.DefaultShutdownWait),
+		"max_conns_per_token": strconv.Itoa(gateway.DefaultConnsPerToken),
+		"max_media":           strconv.Itoa(media.DefaultMaxSize),
+		"mobile_prompt_ttl":   duration(mobile.DefaultPromptTTL),
+		"push_hold":           duration(push.DefaultHold),
+		"push_timeout":        duration(push.DefaultTimeout),
+		"context_length":      strconv.Itoa(agent.DefaultContextLength),
 	}
 }
 

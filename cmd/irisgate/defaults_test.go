@@ -34,6 +34,7 @@ func TestServeDefaultsAreThePackages(t *testing.T) {
 		{"--hello-timeout", "HelloTimeout", cfg.Server.HelloTimeout, server.DefaultHelloTimeout},
 		{"--ping-interval", "PingInterval", cfg.Server.PingInterval, server.DefaultPingInterval},
 		{"--shutdown-wait", "ShutdownWait", s.ShutdownWait, server.DefaultShutdownWait},
+		{"--max-connections-per-token", "MaxConnsPerToken", cfg.Bounds.ConnsPerToken, gateway.DefaultConnsPerToken},
 		{"--max-media", "MaxMedia", cfg.Media.MaxSize, int64(media.DefaultMaxSize)},
 		{"--mobile-prompt-ttl", "MobilePromptTTL", cfg.Server.Mobile.PromptTTL, mobile.DefaultPromptTTL},
 		{"--push-hold", "PushHold", cfg.Push.Hold, push.DefaultHold},

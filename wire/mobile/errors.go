@@ -17,6 +17,8 @@ var (
 	ErrBinaryFrame   = core.NewKind("mobile_binary_frame", core.CodeUnsupported, "binary frames are not part of the protocol: send JSON text frames")
 	ErrFrameTooLarge = core.NewKind("mobile_frame_too_large", core.CodeMediaTooLarge, "frame larger than %d bytes")
 	ErrRevoked       = core.NewKind("mobile_token_revoked", core.CodeAuth, "this token was revoked")
+	ErrServiceFrame  = core.NewKind("mobile_service_frame", core.CodeForbidden,
+		"a delivery token opens a service connection, which may send deliver and ping only, not %s")
 
 	ErrDeliverForbidden = core.NewKind("deliver_forbidden", core.CodeForbidden,
 		"deliver is accepted only from cron: a connection with a delivery token, or one over the gateway's admin socket")
