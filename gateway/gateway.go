@@ -113,16 +113,16 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg.Agent = &agent.Echo{}
 	}
 	if cfg.OutboxKeep == 0 {
-		cfg.OutboxKeep = 200_000
+		cfg.OutboxKeep = DefaultOutboxKeep
 	}
 	if cfg.OutboxMaxAge == 0 {
-		cfg.OutboxMaxAge = 30 * 24 * time.Hour
+		cfg.OutboxMaxAge = DefaultOutboxMaxAge
 	}
 	if cfg.ProgressEvery == 0 {
-		cfg.ProgressEvery = time.Second
+		cfg.ProgressEvery = DefaultProgressEvery
 	}
 	if cfg.PruneEvery == 0 {
-		cfg.PruneEvery = time.Minute
+		cfg.PruneEvery = DefaultPruneEvery
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -491,14 +491,4 @@ func (g *Gateway) recover(ctx context.Context) error {
 		g.log.Info("answering messages left unanswered at the last stop", "turns", len(queued))
 	}
 	return nil
-}
-
-// errShuttingDown refuses new turns during shutdown.
-var errShuttingDown = core.Errorf(core.CodeUnsupported, "the gateway is shutting down")
-
-func notFound(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return core.Errorf(core.CodeNotFound, "%s", what)
-	}
-	return err
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -41,45 +40,29 @@ type Bounds struct {
 
 func (l *Bounds) defaults() {
 	if l.PerToken == 0 {
-		l.PerToken = 64
+		l.PerToken = DefaultTurnsPerToken
 	}
 	if l.InAll == 0 {
-		l.InAll = 512
+		l.InAll = DefaultTurnsInAll
 	}
 	if l.Running == 0 {
-		l.Running = 16
+		l.Running = DefaultTurnsRunning
 	}
 	if l.Channels == 0 {
-		l.Channels = 5000
+		l.Channels = DefaultChannels
 	}
 	if l.AutoThreadsPerMinute == 0 {
-		l.AutoThreadsPerMinute = 30
+		l.AutoThreadsPerMinute = DefaultAutoThreadsPerMinute
 	}
 	if l.ConnsPerToken == 0 {
-		l.ConnsPerToken = 64
+		l.ConnsPerToken = DefaultConnsPerToken
 	}
 	if l.Devices == 0 {
-		l.Devices = 10_000
+		l.Devices = DefaultDevices
 	}
 	if l.DeviceAge == 0 {
-		l.DeviceAge = 90 * 24 * time.Hour
+		l.DeviceAge = DefaultDeviceAge
 	}
-}
-
-func (l Bounds) tokenTurns() error {
-	return core.Errorf(core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers", l.PerToken)
-}
-
-func (l Bounds) allTurns() error {
-	return core.Errorf(core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers", l.InAll)
-}
-
-func (l Bounds) directoryFull() error {
-	return core.Errorf(core.CodeRateLimited, "the channel directory is full (%d channels and threads): delete some first", l.Channels)
-}
-
-func (l Bounds) autoThreads() error {
-	return core.Errorf(core.CodeRateLimited, "more than %d new threads a minute: send into an existing thread, or wait a moment", l.AutoThreadsPerMinute)
 }
 
 // turnSlot is one turn's place in the bounds. Freeing it twice frees it
@@ -115,11 +98,11 @@ func (g *Gateway) takeSlotLocked(token string, force bool) (*turnSlot, error) {
 		lim := g.cfg.Bounds
 		if token != "" && c.byToken[token] >= lim.PerToken {
 			g.cfg.Metrics.Limited.WithLabelValues("token_turns").Inc()
-			return nil, lim.tokenTurns()
+			return nil, ErrTokenTurns.New(lim.PerToken)
 		}
 		if c.all >= lim.InAll {
 			g.cfg.Metrics.Limited.WithLabelValues("all_turns").Inc()
-			return nil, lim.allTurns()
+			return nil, ErrAllTurns.New(lim.InAll)
 		}
 	}
 	c.all++
@@ -170,7 +153,7 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	b.at = now
 	if b.left < 1 {
 		g.cfg.Metrics.Limited.WithLabelValues("auto_threads").Inc()
-		return g.cfg.Bounds.autoThreads()
+		return ErrAutoThreads.New(g.cfg.Bounds.AutoThreadsPerMinute)
 	}
 	b.left--
 	// Full budgets are forgotten: the map holds only the tokens that
@@ -205,7 +188,7 @@ func (g *Gateway) roomForChannel(tx store.Tx) error {
 	}
 	if n >= g.cfg.Bounds.Channels {
 		g.cfg.Metrics.Limited.WithLabelValues("channels").Inc()
-		return g.cfg.Bounds.directoryFull()
+		return ErrDirectoryFull.New(g.cfg.Bounds.Channels)
 	}
 	return nil
 }
@@ -229,7 +212,7 @@ func (g *Gateway) countConn(d Device) error {
 	}
 	if n >= g.cfg.Bounds.ConnsPerToken {
 		g.cfg.Metrics.Limited.WithLabelValues("token_conns").Inc()
-		return core.Errorf(core.CodeRateLimited, "%d connections of this token are open, as many as it may have: close one first", g.cfg.Bounds.ConnsPerToken)
+		return ErrTokenConns.New(g.cfg.Bounds.ConnsPerToken)
 	}
 	g.counts.conns[d.Token]++
 	return nil

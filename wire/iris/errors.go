@@ -6,25 +6,10 @@ import (
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
-// Fatal is an error after which the connection must close: Frame is the
-// error frame to send first, Reason the close reason.
-type Fatal struct {
-	Frame  []byte
-	Reason string
-	err    *core.Error
-}
-
-func (f *Fatal) Error() string { return f.err.Error() }
-
+// fatal is err's error frame, then close 1008 with reason.
 func fatal(id int64, err error, reason string) *Fatal {
 	e := core.AsError(err)
-	return &Fatal{Frame: errorFrame(id, e), Reason: reason, err: e}
-}
-
-// Revoked is the error that ends a session whose token was revoked: an
-// auth error frame, then a close with 1008 (reason "auth").
-func Revoked() *Fatal {
-	return fatal(0, core.Errorf(core.CodeAuth, "this token was revoked"), string(core.CodeAuth))
+	return &Fatal{Frame: errorFrame(id, e), Status: policyViolation, Reason: reason, Err: e}
 }
 
 func (s *Session) sendError(id int64, err error) {
