@@ -31,9 +31,12 @@ type WebConfig struct {
 	Timeout time.Duration
 	// Search answers web_search; nil: the tool is not offered.
 	Search Search
+	// NoFetch leaves web_fetch out.
+	NoFetch bool
 }
 
-// WebTools returns web_fetch, and web_search when a provider is set.
+// WebTools returns web_fetch (unless NoFetch), and web_search when a
+// provider is set.
 func WebTools(ts *Tools, cfg WebConfig) []*Tool {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 4 << 20
@@ -44,8 +47,11 @@ func WebTools(ts *Tools, cfg WebConfig) []*Tool {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	f := &fetcher{cfg: cfg, client: guardedClient(cfg.Allow, cfg.Timeout)}
-	out := []*Tool{f.tool(ts)}
+	var out []*Tool
+	if !cfg.NoFetch {
+		f := &fetcher{cfg: cfg, client: guardedClient(cfg.Allow, cfg.Timeout)}
+		out = append(out, f.tool(ts))
+	}
 	if cfg.Search != nil {
 		out = append(out, searchTool(ts, cfg.Search))
 	}
