@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/irisgate/irisgate/sandbox"
@@ -165,18 +166,36 @@ func (s *mcpServer) callError(ctx, cctx context.Context, c *mcpConn, err error) 
 	if errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("the MCP server %s did not answer within %v; the call was cancelled", s.cfg.Name, s.m.cfg.CallTimeout)
 	}
+	var answered *jsonrpc.Error
+	if errors.As(err, &answered) {
+		return fmt.Errorf("the MCP server %s refused the call: %v", s.cfg.Name, truncate(answered.Message, 2000))
+	}
+	// Anything else is the connection failing: find out whether the
+	// server stopped (the pipe can close before its exit is seen).
+	select {
+	case <-c.dead:
+	case <-c.exitedOrNil():
+	case <-time.After(2 * time.Second):
+	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || isClosed(c) {
-		select {
-		case <-c.dead:
-		case <-time.After(3 * time.Second):
-		}
-		why := c.why
+		why := c.end
 		if why == "" {
-			why = err.Error()
+			why = c.ending(truncate(err.Error(), 200))
 		}
-		return fmt.Errorf("the MCP server %s stopped during the call (%s). It is being started again; the call did not finish, and what it did before it stopped is unknown", s.cfg.Name, why)
+		// Its last words are in /tools and the log; the person's preview
+		// of the call shows this sentence's end.
+		return fmt.Errorf("the call did not finish, and what it did before is unknown: the MCP server %s stopped during the call (%s) and is being started again", s.cfg.Name, why)
 	}
 	return fmt.Errorf("the MCP server %s: %v", s.cfg.Name, truncate(err.Error(), 2000))
+}
+
+// exitedOrNil is the stdio process's exit, or nil (never ready) for an
+// HTTP server.
+func (c *mcpConn) exitedOrNil() <-chan struct{} {
+	if c.exited == nil {
+		return nil
+	}
+	return c.exited
 }
 
 func isClosed(c *mcpConn) bool {

@@ -35,8 +35,9 @@ type mcpConn struct {
 	stderr *ring
 
 	deadOnce sync.Once
-	dead     chan struct{} // closed when the connection has ended; then why
-	why      string
+	dead     chan struct{} // closed when the connection has ended; then why and end
+	why      string        // how it ended, with a stdio process's last words
+	end      string        // how it ended, in short
 	shut     sync.Once
 }
 
@@ -260,6 +261,22 @@ func (c *mcpConn) wait(ctx context.Context) string {
 	return c.why
 }
 
+// ending is how a stdio process ended (its exit status or signal), or
+// fallback.
+func (c *mcpConn) ending(fallback string) string {
+	if c.exited != nil {
+		select {
+		case <-c.exited:
+			if c.exitEr != nil {
+				return c.exitEr.Error()
+			}
+			return "it exited"
+		default:
+		}
+	}
+	return fallback
+}
+
 // describe says how a stdio process ended, with its last words on stderr.
 func (c *mcpConn) describe(fallback string) string {
 	why := fallback
@@ -293,7 +310,7 @@ func (c *mcpConn) explain(err error) error {
 
 func (c *mcpConn) markDead(why string) {
 	c.deadOnce.Do(func() {
-		c.why = why
+		c.why, c.end = why, c.ending("the connection closed")
 		close(c.dead)
 	})
 }
