@@ -111,7 +111,7 @@ func NewMCP(ts *Tools, cfg MCPConfig) (*MCP, error) {
 		cfg.CallTimeout = 10 * time.Minute
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	m := &MCP{cfg: cfg, ts: ts, changed: make(chan struct{})}
 	seen := map[string]bool{}
@@ -182,6 +182,7 @@ func (m *MCP) Close() error {
 		m.cancel()
 	}
 	m.wg.Wait()
+	m.cfg.HTTPClient.CloseIdleConnections()
 	return nil
 }
 

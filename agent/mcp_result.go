@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,20 +23,44 @@ func (s *mcpServer) render(env *ToolEnv, t *mcpTool, res *mcp.CallToolResult) (s
 		return "", fmt.Errorf("the MCP server %s answered with no result", s.cfg.Name)
 	}
 	var b strings.Builder
-	files := 0
+	files, items, skipped := 0, 0, 0
+	budget := maxMCPText // bytes of text, shared by the text parts
+	// text adds a text part within what is left of the budget; notes of
+	// images and resources are kept whatever the text took, up to
+	// maxMCPItems of them.
+	text := func(s string) {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+		if len(s) > budget {
+			cut := cutAt(s, budget)
+			fmt.Fprintf(&b, "%s\n[… %d more bytes cut]", cut, len(s)-len(cut))
+			budget = 0
+			return
+		}
+		b.WriteString(s)
+		budget -= len(s)
+	}
+	note := func(format string, args ...any) bool {
+		if items >= maxMCPItems {
+			skipped++
+			return false
+		}
+		items++
+		b.WriteString(truncate(fmt.Sprintf(format, args...), 600))
+		return true
+	}
 	offer := func(data []byte, mimeType, kind, name string) {
-		fmt.Fprintf(&b, "[%s %s, %d bytes", kind, mimeType, len(data))
+		what := fmt.Sprintf("[%s %s, %d bytes", kind, truncate(mimeType, 100), len(data))
 		switch {
 		case files >= maxMCPFiles:
-			fmt.Fprintf(&b, ": not shown, one call shows at most %d files]", maxMCPFiles)
+			note("%s: not shown, one call shows at most %d files]", what, maxMCPFiles)
 		case len(data) > maxMCPFile:
-			fmt.Fprintf(&b, ": not shown, larger than the %d bytes a call may show]", maxMCPFile)
+			note("%s: not shown, larger than the %d bytes a call may show]", what, maxMCPFile)
 		default:
 			files++
 			if err := offerBytes(env, data, mcpFileName(t.orig, files, name, mimeType), t.name); err != nil {
-				fmt.Fprintf(&b, ": could not be shown: %v]", err)
+				note("%s: could not be shown: %v]", what, err)
 			} else {
-				b.WriteString(": shown to the person]")
+				note("%s: shown to the person]", what)
 			}
 		}
 	}
@@ -45,48 +70,42 @@ func (s *mcpServer) render(env *ToolEnv, t *mcpTool, res *mcp.CallToolResult) (s
 		}
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			b.WriteString(c.Text)
+			text(c.Text)
 		case *mcp.ImageContent:
 			offer(c.Data, c.MIMEType, "image", "")
 		case *mcp.AudioContent:
 			offer(c.Data, c.MIMEType, "audio", "")
 		case *mcp.ResourceLink:
-			fmt.Fprintf(&b, "[resource link %s", c.URI)
-			if c.Name != "" {
-				fmt.Fprintf(&b, " %q", c.Name)
+			desc := strings.TrimSpace(c.Description)
+			if desc != "" {
+				desc = " " + truncate(desc, 300)
 			}
-			if c.MIMEType != "" {
-				b.WriteString(" (" + c.MIMEType + ")")
-			}
-			b.WriteString("]")
-			if d := strings.TrimSpace(c.Description); d != "" {
-				b.WriteString(" " + truncate(d, 500))
-			}
+			note("[resource link %s %q (%s)]%s", truncate(c.URI, 200), truncate(c.Name, 100), truncate(c.MIMEType, 100), desc)
 		case *mcp.EmbeddedResource:
 			r := c.Resource
-			if r == nil {
-				b.WriteString("[an empty resource]")
-				break
+			switch {
+			case r == nil:
+				note("[an empty resource]")
+			case r.Blob != nil:
+				offer(r.Blob, orMIME(r.MIMEType), "resource "+truncate(r.URI, 200), path.Base(r.URI))
+			default:
+				if note("[resource %s (%s)]\n", truncate(r.URI, 200), truncate(r.MIMEType, 100)) {
+					text(r.Text)
+				}
 			}
-			if r.Blob != nil {
-				offer(r.Blob, orMIME(r.MIMEType), "resource "+r.URI, path.Base(r.URI))
-				break
-			}
-			fmt.Fprintf(&b, "[resource %s", r.URI)
-			if r.MIMEType != "" {
-				b.WriteString(" (" + r.MIMEType + ")")
-			}
-			b.WriteString("]\n" + r.Text)
 		default:
-			fmt.Fprintf(&b, "[content of a kind irisgate does not show (%T)]", c)
+			note("[content of a kind irisgate does not show (%T)]", c)
 		}
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&b, "\n[… %d more images, files or resources not shown]", skipped)
 	}
 	if len(res.Content) == 0 && res.StructuredContent != nil {
 		if j, err := json.Marshal(res.StructuredContent); err == nil {
-			b.Write(j)
+			text(string(j))
 		}
 	}
-	out := boundText(b.String(), maxMCPText)
+	out := b.String()
 	if res.IsError {
 		if out == "" {
 			out = "the tool failed and said nothing"
@@ -112,6 +131,21 @@ func boundText(s string, n int) string {
 	}
 	return fmt.Sprintf("%s\n[… %d more bytes cut]", truncate(s, n), len(s)-n)
 }
+
+// cutAt is s's head within n bytes, cut between characters.
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)]
+}
+
+// maxMCPItems bounds the notes of images, files and resources one call's
+// text holds.
+const maxMCPItems = 32
 
 // mcpFileName names a file a call shows: after the resource, or the tool,
 // with an extension of its type (the media store finds the real type by

@@ -213,9 +213,6 @@ func window(text string, start, maxBytes int) (string, int) {
 	if len(rest) <= maxBytes {
 		return rest, 0
 	}
-	cut := maxBytes
-	for cut > 0 && !utf8.RuneStart(rest[cut]) {
-		cut--
-	}
-	return rest[:cut], utf8.RuneCountInString(rest[cut:])
+	page := cutAt(rest, maxBytes)
+	return page, utf8.RuneCountInString(rest[len(page):])
 }
