@@ -355,7 +355,11 @@ func (s *mcpServer) online(log *slog.Logger, c *mcpConn) {
 	if again {
 		log.Info("MCP server is back", "tools", len(tools))
 	} else {
-		log.Info("MCP server connected", "tools", len(tools), "server", c.serverInfo, "wall", c.wall.String())
+		attrs := []any{"tools", len(tools), "server", c.serverInfo}
+		if c.cmd != nil {
+			attrs = append(attrs, "wall", c.wall.String(), "network", s.cfg.Network)
+		}
+		log.Info("MCP server connected", attrs...)
 	}
 }
 
