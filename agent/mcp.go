@@ -186,14 +186,14 @@ func (m *MCP) Close() error {
 	return nil
 }
 
-// Tools implements ToolSet: the tools of the servers connected now.
+// Tools implements ToolSet: the tools each server listed when it last
+// connected. A server being started again keeps its tools offered: a call
+// meanwhile is told it is down, rather than that no such tool exists.
 func (m *MCP) Tools() []*Tool {
 	var out []*Tool
 	for _, s := range m.servers {
 		s.mu.Lock()
-		if s.conn != nil {
-			out = append(out, s.tools...)
-		}
+		out = append(out, s.tools...)
 		s.mu.Unlock()
 	}
 	return out
@@ -318,7 +318,7 @@ func (s *mcpServer) supervise(ctx context.Context) {
 			s.online(log, c)
 			why := c.wait(ctx)
 			s.mu.Lock()
-			s.conn, s.tools = nil, nil
+			s.conn = nil
 			s.mu.Unlock()
 			c.close()
 			if ctx.Err() != nil {
@@ -335,6 +335,9 @@ func (s *mcpServer) supervise(ctx context.Context) {
 		}
 		backoff = min(2*backoff, s.m.cfg.MaxBackoff)
 	}
+	s.mu.Lock()
+	s.tools = nil
+	s.mu.Unlock()
 	s.update(func(st *MCPStatus) { st.State, st.PID = MCPStopped, 0 })
 }
 

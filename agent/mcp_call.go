@@ -94,11 +94,14 @@ func compactJSON(v any) string {
 // progress notifications as tool.progress, its result for the model and
 // the person.
 func (s *mcpServer) call(ctx context.Context, env *ToolEnv, t *mcpTool, args map[string]any, progress func(string)) (string, error) {
-	if err := s.clear(ctx, env, t, args); err != nil {
-		return "", err
-	}
 	c, err := s.session()
 	if err != nil {
+		return "", err
+	}
+	if err := s.clear(ctx, env, c, t, args); err != nil {
+		return "", err
+	}
+	if c, err = s.session(); err != nil { // it may have stopped while the person was asked
 		return "", err
 	}
 	token := fmt.Sprintf("irisgate-%d", s.m.token.Add(1))
@@ -257,16 +260,15 @@ func num(f float64) string {
 // "ask" mode, those it does not call read-only. Without walls every call
 // asks. An HTTP server's calls reach the network: they need the network
 // grant unless the owner let that server out.
-func (s *mcpServer) clear(ctx context.Context, env *ToolEnv, t *mcpTool, args map[string]any) error {
+func (s *mcpServer) clear(ctx context.Context, env *ToolEnv, c *mcpConn, t *mcpTool, args map[string]any) error {
 	mode := env.mode(s.m.ts)
 	if mode == AskNever {
 		return nil
 	}
 	command := t.name + " " + compactJSON(args)
 	var why []string
-	c, _ := s.session()
 	switch {
-	case s.cfg.URL == "" && c != nil && c.wall == sandbox.None:
+	case s.cfg.URL == "" && c.wall == sandbox.None:
 		why = append(why, fmt.Sprintf("The MCP server %s runs without a sandbox here: every call of its tools asks.", s.cfg.Name))
 	case mode == AskAll && !t.readOnly:
 		why = append(why, fmt.Sprintf("This chat asks before everything that is not read-only (/approvals), and %s does not say %s is.", s.cfg.Name, t.orig))

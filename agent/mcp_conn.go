@@ -111,7 +111,7 @@ func (s *mcpServer) relist(c *mcpConn) {
 	if !current || c.sess == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), mcpInitTimeout)
+	ctx, cancel := context.WithTimeout(s.m.ctx, mcpInitTimeout)
 	defer cancel()
 	listed, err := listMCPTools(ctx, c.sess)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ type mcpRig struct {
 
 func newMCPRig(t *testing.T, servers ...MCPServer) *mcpRig {
 	t.Helper()
+	return newMCPRigBackoff(t, 20*time.Millisecond, servers...)
+}
+
+func newMCPRigBackoff(t *testing.T, backoff time.Duration, servers ...MCPServer) *mcpRig {
+	t.Helper()
 	opt := goleak.IgnoreCurrent()
 	sb, err := sandbox.New(sandbox.Config{Temp: t.TempDir(), Want: sandbox.Namespaces})
 	if err != nil {
@@ -37,7 +43,7 @@ func newMCPRig(t *testing.T, servers ...MCPServer) *mcpRig {
 	}
 	r := &mcpRig{t: t, ts: &Tools{Sandbox: sb}, work: t.TempDir()}
 	r.ts.List = Builtin(r.ts)
-	r.mcp, err = NewMCP(r.ts, MCPConfig{Servers: servers, Dir: r.work, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	r.mcp, err = NewMCP(r.ts, MCPConfig{Servers: servers, Dir: r.work, MinBackoff: backoff, MaxBackoff: 10 * backoff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +152,33 @@ func TestMCPEverythingStdio(t *testing.T) {
 	prog := r.events(ToolProgress)
 	if len(prog) == 0 || !strings.Contains(prog[len(prog)-1].Tool.Note, "/4") {
 		t.Fatalf("progress %+v", prog)
+	}
+}
+
+// TestMCPCallWhileDown: a server that stopped keeps its tools offered
+// until it is back; a call meanwhile is told it is down and why, and does
+// not ask first.
+func TestMCPCallWhileDown(t *testing.T) {
+	r := newMCPRigBackoff(t, time.Hour, MCPServer{Name: "everything", Command: mcptest.Everything(t)})
+	st := r.connected("everything")
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	down, err := r.mcp.Wait(ctx, "everything", func(s MCPStatus) bool { return s.State == MCPRestarting })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(down.LastError, "signal: killed") || down.PID != 0 {
+		t.Fatalf("status %+v", down)
+	}
+	_, a := webEnv("once")
+	r.env.Asker = a
+	out := r.call("everything__echo", map[string]any{"message": "x"})
+	if !strings.Contains(out, "the MCP server everything is not connected (stopped: the process ended (signal: killed)") ||
+		!strings.Contains(out, "it is being started again: try later") || len(a.asked) != 0 {
+		t.Fatalf("a call while down: %q (asked %d)", out, len(a.asked))
 	}
 }
 
