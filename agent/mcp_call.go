@@ -181,7 +181,12 @@ func (s *mcpServer) callError(ctx, cctx context.Context, c *mcpConn, err error) 
 	case <-time.After(2 * time.Second):
 	}
 	if errors.Is(err, mcp.ErrConnectionClosed) || isClosed(c) {
-		why := c.end
+		why := ""
+		select {
+		case <-c.dead: // end is set once dead is closed
+			why = c.end
+		default:
+		}
 		if why == "" {
 			why = c.ending(truncate(err.Error(), 200))
 		}
