@@ -216,3 +216,43 @@ func TestMCPToolName(t *testing.T) {
 var _ = filepath.Join
 
 var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// BenchmarkMCPEcho is the cost of one MCP tool call (server-everything's
+// echo over stdio, through Tools.run) with the server's process behind
+// each wall; compare within one run:
+//
+//	go test -run '^$' -bench MCPEcho -benchtime 300x ./agent/
+func BenchmarkMCPEcho(b *testing.B) {
+	for _, w := range []sandbox.Wall{sandbox.None, sandbox.Namespaces} {
+		b.Run(w.String(), func(b *testing.B) {
+			sb, err := sandbox.New(sandbox.Config{Temp: b.TempDir(), Want: w})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if sb.Wall() != w {
+				b.Skipf("this kernel offers %s, not %s", sb.Wall(), w)
+			}
+			ts := &Tools{Sandbox: sb}
+			m, err := NewMCP(ts, MCPConfig{Servers: []MCPServer{{Name: "e", Command: mcptest.Everything(b)}}, Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts.Sets = []ToolSet{m}
+			m.Start()
+			defer m.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := m.Wait(ctx, "e", func(s MCPStatus) bool { return s.State == MCPConnected }); err != nil {
+				b.Fatal(err)
+			}
+			env := &ToolEnv{Cwd: b.TempDir(), Yolo: true, emit: func(Event) {}}
+			call := ToolCall{ID: "c", Name: "e__echo", Arguments: `{"message":"hi"}`}
+			b.ResetTimer()
+			for range b.N {
+				if out := ts.run(context.Background(), env, 1, call); !strings.Contains(out, "hi") {
+					b.Fatalf("echo: %q", out)
+				}
+			}
+		})
+	}
+}

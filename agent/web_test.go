@@ -375,3 +375,27 @@ func abs(n int) int {
 	}
 	return n
 }
+
+func FuzzParseSearch(f *testing.F) {
+	f.Add("searxng", `{"query":"q","number_of_results":0,"results":[{"url":"https://a","title":"<b>A</b>","content":"x"}],"unresponsive_engines":[["google","timeout"]]}`)
+	f.Add("brave", `{"web":{"results":[{"title":"B","url":"https://b","description":"d &amp; <strong>e</strong>"}]}}`)
+	f.Add("tavily", `{"results":[{"title":"T","url":"https://t","content":"c","score":1}]}`)
+	f.Add("searxng", `{"results":[],"unresponsive_engines":[["a"],[],["b","c","d"]]}`)
+	f.Fuzz(func(t *testing.T, kind, body string) {
+		if kind != "searxng" && kind != "brave" && kind != "tavily" {
+			return
+		}
+		res, err := parseSearch(kind, []byte(body), 5)
+		if err != nil {
+			return
+		}
+		if len(res) > 5 {
+			t.Fatalf("%d results", len(res))
+		}
+		for _, r := range res {
+			if len(r.Title) > 210 || len(r.Snippet) > 510 || len(r.URL) > 510 || !utf8.ValidString(r.Title+r.Snippet) {
+				t.Fatalf("unbounded %+v", r)
+			}
+		}
+	})
+}
