@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,7 +25,7 @@ type mcpConn struct {
 	wall       sandbox.Wall
 
 	// A stdio server's process.
-	cmd    *exec.Cmd
+	cmd    *sandbox.Cmd
 	pid    int
 	stdin  *os.File
 	exited chan struct{} // closed once it has exited; then exitErr
@@ -332,10 +330,22 @@ func (c *mcpConn) close() {
 		case <-c.exited:
 		case <-time.After(2 * time.Second):
 		}
-		// The process leads its group (and, behind namespaces, is the
-		// init of its PID namespace): this ends whatever it started.
-		syscall.Kill(-c.pid, syscall.SIGKILL)
-		<-c.exited
+		// The sandbox's supervisor (or, behind namespaces, the end of the
+		// PID namespace) ends whatever the server started, even after the
+		// server itself exited; a supervisor that does not answer is
+		// killed with its process group. Not once it has been reaped: its
+		// pid may be another's by then, and what it started ended with it.
+		select {
+		case <-c.exited:
+		default:
+			c.cmd.Stop()
+			select {
+			case <-c.exited:
+			case <-time.After(stopGrace):
+				c.cmd.Kill()
+				<-c.exited
+			}
+		}
 		c.stderr.stop()
 	})
 }

@@ -178,7 +178,7 @@ var mcpExt = map[string]string{
 // offerBytes offers data to the devices as a file of the reply, the way
 // send_file does.
 func offerBytes(env *ToolEnv, data []byte, name, caption string) error {
-	p, done, err := sandbox.CopyOut(bytes.NewReader(data), name)
+	p, done, _, err := sandbox.CopyOut(bytes.NewReader(data), name)
 	if err != nil {
 		return err
 	}

@@ -37,34 +37,17 @@ import (
 // Lane addresses a channel's flat lane (ThreadID empty) or a thread.
 type Lane = irisv1.Lane
 
-// Frame is one Iris frame as received: its envelope's members
-// (irisv1.Envelope's, which Envelope returns as one) and the bytes it came
-// in. The members are Frame's own rather than an embedded irisv1.Envelope
-// so that Frame literals written before irisv1 keep compiling; on the
-// wire it is irisv1's envelope, both ways (MarshalJSON, UnmarshalJSON).
+// Envelope is every Iris frame's outer object.
+type Envelope = irisv1.Envelope
+
+// Frame is one Iris frame as received: its envelope and the bytes it came
+// in. On the wire it is the envelope, both ways (MarshalJSON,
+// UnmarshalJSON).
 type Frame struct {
-	V        int
-	ID       int64
-	Type     irisv1.FrameType
-	ChatID   string
-	ThreadID string
-	Cursor   int64
-	Payload  json.RawMessage
+	irisv1.Envelope
 	// Raw is the frame exactly as it arrived; Binary frames have only Raw.
 	Raw    []byte
 	Binary bool
-}
-
-// Envelope is the frame's envelope.
-func (f Frame) Envelope() irisv1.Envelope {
-	return irisv1.Envelope{V: f.V, ID: f.ID, Type: f.Type, ChatID: f.ChatID, ThreadID: f.ThreadID, Cursor: f.Cursor, Payload: f.Payload}
-}
-
-// Lane is the frame's lane.
-func (f Frame) Lane() Lane { return Lane{ChatID: f.ChatID, ThreadID: f.ThreadID} }
-
-func frameOf(e irisv1.Envelope) Frame {
-	return Frame{V: e.V, ID: e.ID, Type: e.Type, ChatID: e.ChatID, ThreadID: e.ThreadID, Cursor: e.Cursor, Payload: e.Payload}
 }
 
 // UnmarshalJSON reads a frame's envelope (not Raw, nor Binary).
@@ -73,15 +56,13 @@ func (f *Frame) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return err
 	}
-	raw, bin := f.Raw, f.Binary
-	*f = frameOf(e)
-	f.Raw, f.Binary = raw, bin
+	f.Envelope = e
 	return nil
 }
 
 // MarshalJSON writes the frame as irisv1.AppendFrame does.
 func (f Frame) MarshalJSON() ([]byte, error) {
-	return irisv1.AppendFrame(nil, f.Envelope(), f.Payload), nil
+	return irisv1.AppendFrame(nil, f.Envelope, f.Payload), nil
 }
 
 // Decode unmarshals the payload into v.
@@ -136,8 +117,8 @@ type Options struct {
 // Welcome is the hello.ack payload as this package gave it before irisv1,
 // with the capabilities as a map and the channels undecoded.
 //
-// Deprecated: use Conn.HelloAck. Welcome remains for cmd/irisgate chat and
-// the server tests until they move to irisv1 (issue 16, A4).
+// Deprecated: use Conn.HelloAck. cmd/irisgate chat is its last user; it
+// goes when chat moves to irisv1 (issue 16, A4).
 type Welcome struct {
 	ServerCaps       map[string]any    `json:"server_caps"`
 	SyncCursor       int64             `json:"sync_cursor"`
@@ -317,9 +298,7 @@ func (c *Conn) readFrame(ctx context.Context) (Frame, error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return Frame{}, fmt.Errorf("client: malformed frame from server: %w", err)
 	}
-	f := frameOf(env)
-	f.Raw = data
-	return f, nil
+	return Frame{Envelope: env, Raw: data}, nil
 }
 
 func (c *Conn) readLoop() {

@@ -77,8 +77,8 @@ func TestFrameJSONIsTheEnvelope(t *testing.T) {
 	if err != nil || string(out) != in {
 		t.Fatalf("encoded %s, %v; want %s", out, err, in)
 	}
-	env, _ := json.Marshal(f.Envelope())
+	env, _ := json.Marshal(f.Envelope)
 	if string(env) != in {
-		t.Fatalf("Envelope() encodes as %s", env)
+		t.Fatalf("the embedded Envelope encodes as %s", env)
 	}
 }

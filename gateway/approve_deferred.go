@@ -67,8 +67,8 @@ func (g *Gateway) deviceName(c Caller) string {
 	if id == "" {
 		return ""
 	}
-	if d, err := g.st.Device(context.Background(), id); err == nil && d.Name != "" {
-		return d.Name
+	if name, err := g.st.DeviceName(context.Background(), id); err == nil && name != "" {
+		return name
 	}
 	return id
 }

@@ -155,7 +155,7 @@ func (g *Gateway) retitle(ctx context.Context, lk core.Lane, instant, question, 
 		return nil
 	}
 	var out core.Channel
-	return g.commit(ctx, func(tx *store.Tx) error {
+	return g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(lk.ThreadID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errTitleKept

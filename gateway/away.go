@@ -213,7 +213,7 @@ func (g *Gateway) RunCron(ctx context.Context, j store.CronJob, done func(error)
 		msg:  core.Message{ID: store.CronTurnID(j.ID), Lane: lk, Text: j.Prompt},
 		cron: &cronRun{job: j, done: done},
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.QueueTurn(lk, pt.msg.ID) }, nil); err != nil {
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.QueueTurn(lk, pt.msg.ID) }, nil); err != nil {
 		return err
 	}
 	// Shutting down: the row stays, and the next start runs the job.
@@ -248,7 +248,7 @@ func (g *Gateway) runCronTurn(ctx context.Context, l *lane, t *turn, pt pendingT
 	lk, j := l.key, pt.cron.job
 	// Final writes use their own context: a stopped turn still ends.
 	fin := context.Background()
-	if err := g.commit(fin, func(tx *store.Tx) error { return tx.StartTurn(pt.msg.ID) },
+	if err := g.commit(fin, func(tx store.Tx) error { return tx.StartTurn(pt.msg.ID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "cron"}); err != nil {
 		g.log.Error("cron turn: agent.busy", "lane", lk.String(), "job", j.ID, "err", err)
 		pt.cron.done(err)
@@ -289,7 +289,7 @@ func (g *Gateway) postCron(ctx context.Context, lk core.Lane, j store.CronJob, t
 		return nil
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,6 +37,9 @@ func (c Caller) deviceID() string {
 
 // MaxTextBytes bounds a message's text.
 const MaxTextBytes = 64 << 10
+
+// maxMessageID bounds a message id a device names (ours are far shorter).
+const maxMessageID = 128
 
 // SendRequest is a message a person sends.
 type SendRequest struct {
@@ -80,25 +84,38 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if down {
 		return errShuttingDown
 	}
+	name, args, slash := parseSlash(req.Text)
+	var th *core.Channel
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
-		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(th) },
-			&core.Event{Type: core.EvChannelCreated, Channel: &th}); err != nil {
+		if err := g.autoThread(tokenOf(from), time.Now()); err != nil {
 			return err
 		}
+		th = &core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
-	name, args, slash := parseSlash(req.Text)
+	var slot *turnSlot
 	if !slash {
-		// A full queue refuses the message before anything is stored.
-		if err := g.reserveTurn(req.Lane); err != nil {
+		// Full bounds refuse the message before anything is stored, the
+		// auto-thread it would open included.
+		if slot, err = g.reserveTurn(req.Lane, tokenOf(from)); err != nil {
+			return err
+		}
+	}
+	if th != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error {
+			if err := g.roomForChannel(tx); err != nil {
+				return err
+			}
+			return tx.PutChannel(*th)
+		}, &core.Event{Type: core.EvChannelCreated, Channel: th}); err != nil {
+			g.releaseTurn(m.Lane, slot)
 			return err
 		}
 	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := attach(tx, from.deviceID(), refs, &m); err != nil {
 			return err
 		}
@@ -111,7 +128,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		return tx.QueueTurn(m.Lane, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
 		if !slash {
-			g.releaseTurn(m.Lane)
+			g.releaseTurn(m.Lane, slot)
 		}
 		return err
 	}
@@ -119,7 +136,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		g.runSlash(ctx, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
+	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn, slot: slot}); err != nil && err != errShuttingDown {
 		return err
 	}
 	return nil
@@ -248,21 +265,23 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 	// Steering the turn does not take runs as a turn of its own: it holds
 	// a place in the queue until the turn takes it.
-	if err := g.reserveTurn(lk); err != nil {
+	slot, err := g.reserveTurn(lk, tokenOf(from))
+	if err != nil {
 		return err
 	}
 	// The row is committed before the turn can see the steer, so the
 	// turn's consuming it (which deletes the row) always comes after.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
 		return tx.QueueTurn(lk, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
-		g.releaseTurn(lk)
+		g.releaseTurn(lk, slot)
 		return err
 	}
-	pt := pendingTurn{msg: m, origin: from.Conn}
+	// Taken or not, the steer holds its slot until it has run.
+	pt := pendingTurn{msg: m, origin: from.Conn, slot: slot}
 	t.mu.Lock()
 	taken := false
 	// A turn being stopped would drop the steer with its own steering:
@@ -277,7 +296,7 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	}
 	t.mu.Unlock()
 	if taken {
-		g.releaseTurn(lk)
+		g.releaseTurn(lk, nil)
 		return nil
 	}
 	// Echoed and owed: at shutdown the next start answers it, as Send's.
@@ -299,7 +318,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.DeleteMessages(lk, ids) },
 		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()}); err != nil {
 		return err
 	}
@@ -313,12 +332,22 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	if messageID == "" {
 		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
 	}
+	if len(messageID) > maxMessageID {
+		return core.Errorf(core.CodeUnsupported, "message_id is longer than %d bytes", maxMessageID)
+	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	// Only a message of the lane can be read: a receipt for anything else
+	// would be stored (and told to every device) for nothing.
+	if m, err := g.st.Message(ctx, messageID); errors.Is(err, store.ErrNotFound) || (err == nil && m.Lane != lk) {
+		return core.Errorf(core.CodeNotFound, "no message %s in this chat", quote(messageID))
+	} else if err != nil {
 		return err
 	}
 	dev := from.deviceID()
 	now := time.Now().UnixMilli()
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
 		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
 		return err
 	}

@@ -24,15 +24,15 @@ func TestCommitBatchIsolatesAFailingWrite(t *testing.T) {
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := New(st, hub.New(st, log, hub.DefaultLimits), log, Config{})
-	put := func(id string) func(*store.Tx) error {
-		return func(tx *store.Tx) error {
+	put := func(id string) func(store.Tx) error {
+		return func(tx store.Tx) error {
 			return tx.PutChannel(core.Channel{ChatID: id, Name: id, Kind: core.KindChannel})
 		}
 	}
 	boom := errors.New("boom")
 	ws := []*write{
 		{apply: put("chan_a"), ev: &core.Event{Type: core.EvAgentIdle, Lane: core.Lane{ChatID: "chan_a"}}, done: make(chan error, 1)},
-		{apply: func(tx *store.Tx) error {
+		{apply: func(tx store.Tx) error {
 			if err := put("chan_half")(tx); err != nil {
 				return err
 			}

@@ -49,6 +49,9 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (turnlimits.go).
+	Bounds Bounds
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
@@ -69,7 +72,7 @@ type Config struct {
 // to a socket itself.
 type Gateway struct {
 	cfg Config
-	st  *store.Store
+	st  Store
 	hub *hub.Hub
 	log *slog.Logger
 
@@ -93,15 +96,19 @@ type Gateway struct {
 	lanes    map[core.Lane]*lane
 	pickers  map[string]*picker
 	sessions map[core.Lane]*session
-	titles   titles // auto-thread titles being asked for (autotitle.go)
-	turns    sync.WaitGroup
-	down     bool
+	titles   titles     // auto-thread titles being asked for (autotitle.go)
+	counts   turnCounts // turns held per token and in all (turnlimits.go)
+	// skippedRows are the outbox rows a sync skipped and logged.
+	skippedRows map[int64]bool
+	running     chan struct{} // a place per turn running (turnlimits.go)
+	turns       sync.WaitGroup
+	down        bool
 
 	presence presence // who connects and leaves (devices.go)
 }
 
 // New makes a gateway. Call Run to start it.
-func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
+func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Agent == nil {
 		cfg.Agent = &agent.Echo{}
 	}
@@ -126,6 +133,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
+	cfg.Bounds.defaults()
 	if cfg.ReplayCache == 0 {
 		cfg.ReplayCache = 32 << 20
 	}
@@ -140,6 +148,7 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		stopped:   make(chan struct{}),
 		ctx:       ctx, cancel: cancel,
 		lanes:    make(map[core.Lane]*lane),
+		running:  make(chan struct{}, cfg.Bounds.Running),
 		pickers:  make(map[string]*picker),
 		sessions: make(map[core.Lane]*session),
 	}
@@ -156,7 +165,7 @@ func (g *Gateway) RecoverErr() error { return g.recoverErr }
 func (g *Gateway) Hub() *hub.Hub { return g.hub }
 
 // Store returns the gateway's store.
-func (g *Gateway) Store() *store.Store { return g.st }
+func (g *Gateway) Store() Store { return g.st }
 
 // Agent returns the agent backend in use.
 func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }
@@ -214,7 +223,7 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 // write is one unit of the group commit: store changes and the event they
 // produce, applied in one savepoint and published once committed.
 type write struct {
-	apply func(*store.Tx) error
+	apply func(store.Tx) error
 	ev    *core.Event
 	size  int        // of ev's outbox body, once stored
 	done  chan error // nil: nobody waits
@@ -223,7 +232,7 @@ type write struct {
 // commit applies fn and, when ev is durable, appends ev to the outbox, in
 // one transaction shared with whatever else is committing; once it is
 // durable ev is published. It returns when that has happened.
-func (g *Gateway) commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Event) error {
+func (g *Gateway) commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
 	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
 	select {
 	case g.writes <- w:
@@ -253,7 +262,7 @@ var errStopped = errors.New("gateway: stopped")
 var errWriteFailed = errors.New("gateway: a write of the batch failed")
 
 // commitLater queues a write without waiting for it.
-func (g *Gateway) commitLater(fn func(*store.Tx) error) {
+func (g *Gateway) commitLater(fn func(store.Tx) error) {
 	select {
 	case g.writes <- &write{apply: fn}:
 	default: // the committer is behind; progress saves are best effort
@@ -289,7 +298,7 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 		// failure undoes its own changes alone: savepoints cost two
 		// statements a write, a quarter of the commit path. Writes only
 		// change the store and set values, so running one twice is safe.
-		err := g.st.Write(context.Background(), func(tx *store.Tx) error {
+		err := g.st.Write(context.Background(), func(tx store.Tx) error {
 			for _, w := range batch {
 				if err := g.applyWrite(tx, w); err != nil {
 					return errWriteFailed
@@ -303,9 +312,9 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 			}
 		}
 		if errors.Is(err, errWriteFailed) {
-			err = g.st.Write(context.Background(), func(tx *store.Tx) error {
+			err = g.st.Write(context.Background(), func(tx store.Tx) error {
 				for _, w := range batch {
-					errs = append(errs, tx.Savepoint(func(tx *store.Tx) error { return g.applyWrite(tx, w) }))
+					errs = append(errs, tx.Savepoint(func(tx store.Tx) error { return g.applyWrite(tx, w) }))
 				}
 				return nil
 			})
@@ -339,7 +348,7 @@ func (g *Gateway) commitLoop(done <-chan struct{}) error {
 	}
 }
 
-func (g *Gateway) applyWrite(tx *store.Tx, w *write) error {
+func (g *Gateway) applyWrite(tx store.Tx, w *write) error {
 	if w.apply != nil {
 		if err := w.apply(tx); err != nil {
 			return err
@@ -408,6 +417,10 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 		if total > 0 {
 			g.log.Info("outbox pruned", "frames", total)
 		}
+		if floor, err := g.st.OutboxFloor(ctx); err == nil && floor > 0 {
+			g.hub.DropBelow(floor + 1) // the pruned frames (floor and below) need no proofs any more
+		}
+		g.pruneDevices(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -432,7 +445,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 	for _, m := range ms {
 		m.Stopped = true
 		ev := &core.Event{Type: core.EvMessageStop, Lane: m.Lane, Message: &m}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
 			return err
 		}
 		idle[m.Lane] = true
@@ -448,17 +461,21 @@ func (g *Gateway) recover(ctx context.Context) error {
 			// It ran when the gateway stopped: what it said is kept above;
 			// running it again could repeat its tools' side effects.
 			idle[q.Lane] = true
-			if err := g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
+			if err := g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
 				return err
 			}
 			continue
 		}
 		m, err := g.st.Message(ctx, q.MessageID)
 		if err != nil {
-			g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
+			g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
-		queued = append(queued, pendingTurn{msg: m})
+		// Held to no bound: they were within the bounds when sent.
+		g.mu.Lock()
+		slot, _ := g.takeSlotLocked("", true)
+		g.mu.Unlock()
+		queued = append(queued, pendingTurn{msg: m, slot: slot})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {

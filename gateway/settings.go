@@ -32,7 +32,7 @@ func (g *Gateway) settings(ctx context.Context, lk core.Lane) laneSettings {
 }
 
 func (g *Gateway) saveSettings(ctx context.Context, lk core.Lane, s laneSettings) error {
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
+	return g.commit(ctx, func(tx store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
 }
 
 func (g *Gateway) showReasoning(s laneSettings) bool {

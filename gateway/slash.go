@@ -243,7 +243,7 @@ func cmdNew(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ string
 			// The running turn would go on recording into the new session.
 			return core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
 		}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
 			return err
 		}
 		g.mu.Lock()
@@ -524,7 +524,7 @@ func cmdUndo(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ strin
 		return err
 	}
 	ids := append([]string{user.ID}, after...)
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
@@ -544,11 +544,17 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	slot, err := g.takeSlotLocked(tokenOf(from), false)
+	g.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	var ev *core.Event
 	if len(after) > 0 {
 		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
@@ -557,9 +563,10 @@ func cmdRetry(ctx context.Context, g *Gateway, from Caller, lk core.Lane, _ stri
 		}
 		return tx.QueueTurn(lk, user.ID) // owed like any turn: a restart still answers it
 	}, ev); err != nil {
+		g.freeSlot(slot)
 		return err
 	}
-	return g.enqueue(pendingTurn{msg: user, origin: from.Conn})
+	return g.enqueue(pendingTurn{msg: user, origin: from.Conn, slot: slot})
 }
 
 func contains(list []string, v string) bool {

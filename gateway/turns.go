@@ -54,26 +54,31 @@ func (l *lane) idleLocked() bool {
 var errQueueFull = core.Errorf(core.CodeRateLimited,
 	"%d messages already wait in this chat for the agent: wait for them, or send /stop all to stop the turn and drop them", MaxQueuedTurns)
 
-// reserveTurn holds a place in lk's queue for a turn about to be stored;
-// the caller then either enqueues it (enqueueReserved) or gives the place
+// reserveTurn holds a place in lk's queue, and a slot of token's turns
+// (turnlimits.go), for a turn about to be stored; the caller then either
+// enqueues it (enqueueReserved, the slot in its pendingTurn) or gives both
 // back (releaseTurn).
-func (g *Gateway) reserveTurn(lk core.Lane) error {
+func (g *Gateway) reserveTurn(lk core.Lane, token string) (*turnSlot, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.down {
-		return errShuttingDown
+		return nil, errShuttingDown
 	}
 	l := g.lanes[lk]
+	if l != nil && l.queuedLocked() >= MaxQueuedTurns {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return nil, errQueueFull
+	}
+	slot, err := g.takeSlotLocked(token, false)
+	if err != nil {
+		return nil, err
+	}
 	if l == nil {
 		l = &lane{key: lk}
 		g.lanes[lk] = l
 	}
-	if l.queuedLocked() >= MaxQueuedTurns {
-		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return errQueueFull
-	}
 	l.reserved++
-	return nil
+	return slot, nil
 }
 
 // queueFull reports whether lk's queue has no room (reserveTurn decides;
@@ -85,10 +90,12 @@ func (g *Gateway) queueFull(lk core.Lane) bool {
 	return l != nil && l.queuedLocked() >= MaxQueuedTurns
 }
 
-// releaseTurn gives back a place reserveTurn held.
-func (g *Gateway) releaseTurn(lk core.Lane) {
+// releaseTurn gives back a place reserveTurn held, and slot (nil: the
+// turn keeps it).
+func (g *Gateway) releaseTurn(lk core.Lane, slot *turnSlot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.freeSlotLocked(slot)
 	if l := g.lanes[lk]; l != nil {
 		l.reserved--
 		if l.idleLocked() {
@@ -121,7 +128,7 @@ func (g *Gateway) dropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return 0, nil
 	}
 	people := 0
-	err := g.commit(ctx, func(tx *store.Tx) error {
+	err := g.commit(ctx, func(tx store.Tx) error {
 		for _, pt := range dropped {
 			if err := tx.EndTurn(pt.msg.ID); err != nil {
 				return err
@@ -130,6 +137,7 @@ func (g *Gateway) dropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return nil
 	}, nil)
 	for _, pt := range dropped {
+		g.freeSlot(pt.slot)
 		if pt.cron != nil {
 			pt.cron.done(errCronStopped)
 		} else {
@@ -145,6 +153,9 @@ type pendingTurn struct {
 	// cron, when set, makes it a cron turn (runCronTurn): msg is then no
 	// stored message but the turn's row id (store.CronTurnID) and prompt.
 	cron *cronRun
+	// slot is the turn's place in the bounds across lanes (nil: a cron
+	// turn's); freed once it has run or is dropped.
+	slot *turnSlot
 }
 
 // turn is a running turn. Its stream fields are read by greet for devices
@@ -231,14 +242,21 @@ func (g *Gateway) enqueue(pt pendingTurn) error {
 func (g *Gateway) runLane(l *lane) {
 	defer g.turns.Done()
 	for {
+		placed := g.runPlace() // false: stopping
 		g.mu.Lock()
-		if len(l.pending) == 0 || g.down {
+		if len(l.pending) == 0 || g.down || !placed {
+			for _, pt := range l.pending {
+				g.freeSlotLocked(pt.slot)
+			}
 			l.active = false
 			l.pending = nil
 			if l.idleLocked() {
 				delete(g.lanes, l.key)
 			}
 			g.mu.Unlock()
+			if placed {
+				g.leavePlace()
+			}
 			return
 		}
 		pt := l.pending[0]
@@ -261,10 +279,22 @@ func (g *Gateway) runLane(l *lane) {
 			next = g.runTurn(ctx, l, t, pt)
 		}
 		cancel()
+		g.leavePlace()
+		t.mu.Lock()
+		steered := t.steered
+		t.mu.Unlock()
 
 		g.mu.Lock()
 		l.running = nil
 		l.pending = slices.Concat(next, l.pending)
+		// The turn has run, and so has the steering it took; what it did
+		// not take runs next and keeps its slot.
+		g.freeSlotLocked(pt.slot)
+		for _, st := range steered {
+			if !slices.ContainsFunc(next, func(n pendingTurn) bool { return n.slot == st.slot }) {
+				g.freeSlotLocked(st.slot)
+			}
+		}
 		g.mu.Unlock()
 	}
 }
@@ -284,7 +314,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 	if pt.origin != nil {
 		pt.origin.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{pt.msg.ID}, TS: start.UnixMilli()}, 0)
 	}
-	if err := g.commit(fin, func(tx *store.Tx) error { return tx.StartTurn(pt.msg.ID) },
+	if err := g.commit(fin, func(tx store.Tx) error { return tx.StartTurn(pt.msg.ID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		g.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
 		// Steering may already wait in the channel: no agent will take
@@ -318,7 +348,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		// so a crash either side of it neither loses it nor answers it
 		// twice.
 		consumed := t.steeredBy(m.MessageID)
-		err := g.commit(fin, func(tx *store.Tx) error {
+		err := g.commit(fin, func(tx store.Tx) error {
 			if err := tx.AppendConversation(lk, tag, entryOf(m)); err != nil {
 				return err
 			}
@@ -357,7 +387,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		t.mu.Lock()
 		t.streamID = id
 		t.mu.Unlock()
-		startErr = g.commit(fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+		startErr = g.commit(fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
 			&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: id, Role: core.RoleAssistant})
 	}
 	emit := func(e agent.Event) {
@@ -372,7 +402,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 			if time.Since(lastSave) >= g.cfg.ProgressEvery {
 				lastSave = time.Now()
 				r := reasoning.String()
-				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, text, r) })
+				g.commitLater(func(tx store.Tx) error { return tx.SaveProgress(id, text, r) })
 			}
 		case agent.Reasoning:
 			reasoning.WriteString(e.Text)
@@ -410,7 +440,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 				g.publish(&core.Event{Type: core.EvMessageUpdate, Lane: lk, StreamID: id, Text: ""})
 				// What was saved as the reply so far is not one.
 				r := reasoning.String()
-				g.commitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, "", r) })
+				g.commitLater(func(tx store.Tx) error { return tx.SaveProgress(id, "", r) })
 			}
 		case agent.File:
 			// The file is stored and offered at once (a media.offer tied
@@ -513,7 +543,7 @@ func (g *Gateway) runTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn)
 		if g.showReasoning(settings) {
 			m.Reasoning = reasoning.String()
 		}
-		ferr := g.commit(fin, func(tx *store.Tx) error {
+		ferr := g.commit(fin, func(tx store.Tx) error {
 			// The stream ends here, before message.stop is published: a
 			// device joining from now on must not be shown it as running.
 			t.mu.Lock()
@@ -550,7 +580,7 @@ func (g *Gateway) endTurn(t *turn, lk core.Lane, turnID string, also ...string) 
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := g.commit(context.Background(), func(tx *store.Tx) error {
+	if err := g.commit(context.Background(), func(tx store.Tx) error {
 		for _, id := range append([]string{turnID}, also...) {
 			if err := tx.EndTurn(id); err != nil {
 				return err

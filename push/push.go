@@ -114,7 +114,7 @@ type Config struct {
 // Pusher queues and sends pushes.
 type Pusher struct {
 	cfg      Config
-	st       *store.Store
+	st       Store
 	log      *slog.Logger
 	wake     chan struct{}
 	outcomes *prometheus.CounterVec
@@ -133,7 +133,7 @@ type Pusher struct {
 }
 
 // New makes a pusher; Run sends.
-func New(st *store.Store, log *slog.Logger, cfg Config) *Pusher {
+func New(st Store, log *slog.Logger, cfg Config) *Pusher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -379,6 +379,18 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 	}
 	dev, err := p.st.Device(ctx, j.DeviceID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return // cut off by shutdown: it stays queued, untried
+		}
+		// A registration that does not decode (*store.CorruptError): the
+		// push backs off and is given up like a failing one, not tried
+		// again every second ahead of the other devices' pushes.
+		p.log.Warn("push: reading the device", "device", j.DeviceID, "err", err)
+		p.retry(book, j, []string{err.Error()}, nil)
+		return
+	}
+	if dev.Revoked { // queued before its token was revoked
+		p.st.DonePush(book, j)
 		return
 	}
 	n := Note{Title: j.Title, Body: j.Body, ChatID: j.ChatID, ThreadID: j.ThreadID, MessageID: j.MessageID,
@@ -425,6 +437,12 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 		p.st.DonePush(book, j)
 		return
 	}
+	p.retry(book, j, failures, failed)
+}
+
+// retry schedules another attempt of a push that failed, or gives it up
+// after maxAttempts; failed names the backends whose give-up is counted.
+func (p *Pusher) retry(book context.Context, j store.PushJob, failures, failed []string) {
 	if j.Attempts+1 >= maxAttempts {
 		p.log.Warn("push given up", "device", j.DeviceID, "attempts", j.Attempts+1, "err", strings.Join(failures, "; "))
 		for _, b := range failed {

@@ -38,10 +38,10 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps := phone.Welcome().ServerCaps; caps["push"] != "ntfy" || caps["push_ntfy_server"] != nt.URL {
-		t.Fatalf("server_caps = %v", caps)
+	if caps := phone.HelloAck().ServerCaps; caps.Push != "ntfy" || caps.PushNtfyServer != nt.URL {
+		t.Fatalf("server_caps = %+v", caps)
 	}
-	start := phone.Welcome().SyncCursor
+	start := phone.HelloAck().SyncCursor
 	phone.Close()
 	for range phone.Events() {
 	}
@@ -71,7 +71,7 @@ func TestPushWakesOnlyAwayDevicesAndSetsLastPushed(t *testing.T) {
 	// Back online: the ack says what push already showed; sync replays it
 	// with its cursor so the app can skip re-notifying.
 	back := g.Dial(t, "phone")
-	lp := back.Welcome().LastPushedCursor
+	lp := back.HelloAck().LastPushedCursor
 	if lp <= start {
 		t.Fatalf("last_pushed_cursor = %d, want past %d", lp, start)
 	}
@@ -105,9 +105,9 @@ func TestPushCapsWithFCMAndNtfy(t *testing.T) {
 	g := testgw.Start(t, func(c *server.AppConfig) {
 		c.Push = server.PushConfig{FCMServiceAccount: saFile, NtfyServer: "https://ntfy.example.invalid"}
 	})
-	caps := g.Dial(t, "phone").Welcome().ServerCaps
-	if caps["push"] != "fcm" || caps["push_ntfy_server"] != "" {
-		t.Fatalf("server_caps = %v", caps)
+	caps := g.Dial(t, "phone").HelloAck().ServerCaps
+	if caps.Push != "fcm" || caps.PushNtfyServer != "" {
+		t.Fatalf("server_caps = %+v", caps)
 	}
 }
 
@@ -273,8 +273,8 @@ func TestSendAPI(t *testing.T) {
 func TestWebPushRegistration(t *testing.T) {
 	g := testgw.Start(t, func(c *server.AppConfig) { c.Push.WebPush = true })
 	d := g.Dial(t, "browser")
-	if key, _ := d.Welcome().ServerCaps["vapid_public_key"].(string); len(key) < 40 {
-		t.Fatalf("no VAPID key in hello.ack: %v", d.Welcome().ServerCaps)
+	if key := d.HelloAck().ServerCaps.VAPIDPublicKey; len(key) < 40 {
+		t.Fatalf("no VAPID key in hello.ack: %+v", d.HelloAck().ServerCaps)
 	}
 	sub := `{"endpoint":"https://push.example.invalid/abc","keys":{"p256dh":"BExample","auth":"secret"}}`
 	d.MustDo("fcm.register", client.Lane{}, map[string]any{"webpush": sub})
@@ -298,7 +298,7 @@ func TestWebPushRegistration(t *testing.T) {
 		json.NewDecoder(res.Body).Decode(&k)
 		return k.PublicKey
 	}
-	key, _ := d.Welcome().ServerCaps["vapid_public_key"].(string)
+	key := d.HelloAck().ServerCaps.VAPIDPublicKey
 	if got := webKey(g); got != key {
 		t.Fatalf("GET /api/webpush offers %q, hello.ack %q", got, key)
 	}

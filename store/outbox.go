@@ -27,7 +27,7 @@ type OutboxRow struct {
 // AppendEvent adds a durable event to the outbox and returns its cursor and
 // the size of its stored body. Cursors only grow, even across deletes
 // (AUTOINCREMENT never reuses a value).
-func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
+func (t *sqliteTx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
 	body, err := record.EncodeEvent(ev)
 	if err != nil {
 		return 0, 0, err
@@ -134,6 +134,21 @@ func (s *Store) ScanEvents(ctx context.Context, after, upto int64, fn func(*core
 	})
 }
 
+// ScanEventsSkipping is ScanEvents for a replay that must go on past a
+// row that does not decode: such a row is handed to bad (with the error
+// naming it) instead of stopping the scan.
+func (s *Store) ScanEventsSkipping(ctx context.Context, after, upto int64, fn func(*core.Event) error, bad func(cursor int64, err *CorruptError)) error {
+	return s.ScanOutbox(ctx, after, upto, func(r OutboxRow) error {
+		ev, err := record.DecodeEvent(r.Body)
+		if err != nil {
+			bad(r.Cursor, &CorruptError{Table: "outbox", Key: strconv.FormatInt(r.Cursor, 10), Err: err})
+			return nil
+		}
+		ev.Cursor = r.Cursor
+		return fn(ev)
+	})
+}
+
 // OutboxCursors returns up to limit cursors of frames with after < cursor
 // <= upto, in order: which frames still exist, without their bodies.
 func (s *Store) OutboxCursors(ctx context.Context, after, upto int64, limit int) ([]int64, error) {
@@ -174,7 +189,7 @@ const PruneChunk = 5000
 // PruneOutboxSome is one bounded step of PruneOutbox: it removes up to n
 // of the oldest frames retention removes, and reports whether more wait.
 func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error) {
-	err = s.Write(ctx, func(tx *Tx) error {
+	err = s.write(ctx, func(tx *sqliteTx) error {
 		var cut sql.NullInt64
 		if err := tx.queryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
 			return err
@@ -213,7 +228,7 @@ func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
-func (t *Tx) setMeta(key, value string) error {
+func (t *sqliteTx) setMeta(key, value string) error {
 	_, err := t.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	return err
 }

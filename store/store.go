@@ -37,6 +37,12 @@ type Store struct {
 	// wanted are writer queries first seen inside a transaction: the one
 	// writer connection is busy then, so they are prepared after it ends.
 	wanted []string
+
+	// corruptSaid holds the devices whose undecodable push registration
+	// was logged (PushDevices): said once, not at every push.
+	corruptSaid sync.Map
+	// asIs: the schema must be this irisgate's already (WithoutMigration).
+	asIs bool
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -102,6 +108,11 @@ type Option func(*Store)
 // keeps in quarantine (slog.Default() otherwise).
 func WithLog(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
+// WithoutMigration opens a database only if its schema is this
+// irisgate's, migrating nothing: for a command acting beside a running
+// gateway, which owns the schema.
+func WithoutMigration() Option { return func(s *Store) { s.asIs = true } }
+
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date. Before a migration an older irisgate cannot undo, a
 // database that has data is copied to path.pre-v<version>.
@@ -135,6 +146,17 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.asIs {
+		var version int
+		if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != upto {
+			s.Close()
+			if err == nil {
+				err = fmt.Errorf("the database is at version %d and this irisgate's is %d: use the irisgate that serves it", version, upto)
+			}
+			return nil, fmt.Errorf("store: %s: %w", path, err)
+		}
+		return s, nil
+	}
 	if err := s.migrate(path, upto); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
@@ -158,15 +180,15 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// Tx is a write transaction.
-type Tx struct {
+// sqliteTx is SQLite's write transaction.
+type sqliteTx struct {
 	tx *sql.Tx
 	s  *Store
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
 // is run unprepared this time.
-func (t *Tx) txStmt(q string) *sql.Stmt {
+func (t *sqliteTx) txStmt(q string) *sql.Stmt {
 	s := t.s
 	s.stmtMu.Lock()
 	st := s.wStmts[q]
@@ -191,21 +213,21 @@ func (s *Store) prepareWanted(ctx context.Context) {
 	}
 }
 
-func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
+func (t *sqliteTx) exec(q string, args ...any) (sql.Result, error) {
 	if st := t.txStmt(q); st != nil {
 		return st.Exec(args...)
 	}
 	return t.tx.Exec(q, args...)
 }
 
-func (t *Tx) query(q string, args ...any) (*sql.Rows, error) {
+func (t *sqliteTx) query(q string, args ...any) (*sql.Rows, error) {
 	if st := t.txStmt(q); st != nil {
 		return st.Query(args...)
 	}
 	return t.tx.Query(q, args...)
 }
 
-func (t *Tx) queryRow(q string, args ...any) *sql.Row {
+func (t *sqliteTx) queryRow(q string, args ...any) *sql.Row {
 	if st := t.txStmt(q); st != nil {
 		return st.QueryRow(args...)
 	}
@@ -213,12 +235,18 @@ func (t *Tx) queryRow(q string, args ...any) *sql.Row {
 }
 
 // Write runs fn in one write transaction, committed when fn returns nil.
-func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) Write(ctx context.Context, fn func(Tx) error) error {
+	return s.write(ctx, func(t *sqliteTx) error { return fn(t) })
+}
+
+// write is Write for the store's own code, which may use what only the
+// SQLite transaction has (its statements, the meta table).
+func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{tx: tx, s: s}); err != nil {
+	if err := fn(&sqliteTx{tx: tx, s: s}); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)
 		return err
@@ -231,7 +259,7 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 // Savepoint runs fn inside a savepoint so a failing fn undoes only its own
 // writes; the group commit uses it to isolate one request from the others
 // of its batch.
-func (t *Tx) Savepoint(fn func(*Tx) error) error {
+func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 	if _, err := t.exec("SAVEPOINT sp"); err != nil {
 		return err
 	}
@@ -399,7 +427,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

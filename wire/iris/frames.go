@@ -6,10 +6,9 @@
 package iris
 
 import (
-	"encoding/json"
 	"errors"
 
-	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/internal/jsontext"
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
@@ -28,7 +27,11 @@ func decode(data []byte) (*irisv1.Request, int64, error) {
 		if errors.Is(err, irisv1.ErrVersion) {
 			return nil, de.ID, errBadVersion
 		}
-		return nil, de.ID, core.Errorf(core.CodeUnsupported, "%s", de.Err)
+		return nil, de.ID, errMalformed(de.Err)
+	}
+	if jsontext.LoneSurrogate(data) {
+		// Decoded, it would be U+FFFD: stored as what the device never wrote.
+		return nil, r.ID, errLoneSurrogate
 	}
 	return r, r.ID, nil
 }
@@ -36,20 +39,7 @@ func decode(data []byte) (*irisv1.Request, int64, error) {
 // payload decodes a frame's payload; absent and null payloads are empty.
 func payload(env *irisv1.Request, v any) error {
 	if err := irisv1.DecodePayload(env, v); err != nil {
-		return core.Errorf(core.CodeUnsupported, "%s", err)
+		return errMalformed(err)
 	}
 	return nil
-}
-
-// channelReq is what the channel.* requests are read into, one shape for
-// all seven as session.channel handles them together. The handler table
-// (issue 16, A2) replaces it with each request's own irisv1 type.
-type channelReq struct {
-	Name   *string         `json:"name"`
-	Kind   string          `json:"kind"`
-	Parent *string         `json:"parent_chat_id"`
-	On     *bool           `json:"on"`
-	Icon   json.RawMessage `json:"icon"`
-	Color  json.RawMessage `json:"color"`
-	ChatID string          `json:"chat_id"`
 }

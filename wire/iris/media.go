@@ -16,57 +16,35 @@ import (
 // frame in half of it) and under clients' usual read limits.
 const PullChunk = 256 << 10
 
-// media handles the media and search requests.
-func (s *Session) media(ctx context.Context, env *irisv1.Request, id int64) error {
-	gw := s.cfg.GW
-	switch env.Type {
-	case "media.upload.start":
-		var p irisv1.MediaUploadStart
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		return gw.UploadStart(ctx, s.caller(id), gateway.UploadRequest{Ref: p.MediaRef, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename})
-	case "media.upload.end":
-		var p irisv1.MediaUploadEnd
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		if err := gw.UploadEnd(ctx, s.caller(id), p.MediaRef, p.SHA256); err != nil {
-			return err
-		}
-		s.reply(id, "media.upload.ack", core.Lane{}, irisv1.MediaUploadAck{OK: true, MediaRef: p.MediaRef})
-	case "media.pull":
-		var p irisv1.MediaPullRequest
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		m, f, err := gw.PullMedia(ctx, p.MediaID)
-		if err != nil {
-			return err
-		}
-		// The bytes go out at the device's pace, without holding up its
-		// other requests.
-		return s.queuePull(pullJob{id: id, m: m, f: f})
-	case "search":
-		var p irisv1.Search
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		lane := core.Lane{ChatID: p.ChatID, ThreadID: deref(p.ThreadID)}
-		if lane.ChatID == "" {
-			lane = core.Lane{ChatID: env.ChatID, ThreadID: env.ThreadID}
-		}
-		scope, page, err := gw.Search(ctx, gateway.SearchRequest{Query: p.Query, Scope: p.Scope, Lane: lane, Limit: p.Limit, Before: p.BeforeMessageID})
-		if err != nil {
-			return err
-		}
-		out := irisv1.SearchResults{Query: p.Query, Scope: scope, Hits: make([]irisv1.SearchHit, len(page.Hits)), HasMore: page.More, Total: page.Total}
-		for i, h := range page.Hits {
-			out.Hits[i] = irisv1.SearchHit{MessageID: h.MessageID, ChatID: h.Lane.ChatID, ThreadID: h.Lane.ThreadID, Role: h.Role, Snippet: h.Snippet, TS: h.TS}
-		}
-		s.reply(id, "search.results", core.Lane{}, out)
+func (s *Session) uploadStart(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadStart) error {
+	if err := s.cfg.GW.UploadStart(ctx, s.caller(r.ID), gateway.UploadRequest{Ref: p.MediaRef, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename}); err != nil {
+		return err
+	}
+	// A start with an id gets its one reply: a pong carrying it (the
+	// schema has no start ack, and media.upload.ack answers the end,
+	// which apps send with the same id and wait for by its type).
+	if r.ID != 0 {
+		s.reply(r.ID, irisv1.TypePong, core.Lane{}, irisv1.Pong{})
 	}
 	return nil
+}
+
+func (s *Session) uploadEnd(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadEnd) error {
+	if err := s.cfg.GW.UploadEnd(ctx, s.caller(r.ID), p.MediaRef, p.SHA256); err != nil {
+		return err
+	}
+	s.reply(r.ID, irisv1.TypeMediaUploadAck, core.Lane{}, irisv1.MediaUploadAck{OK: true, MediaRef: p.MediaRef})
+	return nil
+}
+
+func (s *Session) pullMedia(ctx context.Context, r *irisv1.Request, p *irisv1.MediaPullRequest) error {
+	m, f, err := s.cfg.GW.PullMedia(ctx, p.MediaID)
+	if err != nil {
+		return err
+	}
+	// The bytes go out at the device's pace, without holding up its
+	// other requests.
+	return s.queuePull(pullJob{id: r.ID, m: m, f: f})
 }
 
 // HandleBinary processes a binary frame: the next bytes of the
@@ -100,7 +78,7 @@ func (s *Session) queuePull(j pullJob) error {
 		return nil
 	default:
 		j.f.Close()
-		return core.Errorf(core.CodeRateLimited, "%d pulls are waiting on this connection already", maxQueuedPulls)
+		return errTooManyPulls
 	}
 }
 
