@@ -71,6 +71,8 @@ const (
 	maxMCPFiles       = 4        // images and files one call offers the person
 	maxMCPFile        = 8 << 20  // bytes of each
 	maxMCPLine        = 16 << 20 // bytes of one message from a server
+	maxMCPToolName    = 256      // bytes of a tool's name (the spec: 1 to 128 characters)
+	maxMCPPages       = 64       // pages of a list of tools
 	mcpInitTimeout    = 30 * time.Second
 	// mcpStable is how long a connection must hold for its end to be
 	// reported again (a server that keeps failing is reported once).
@@ -316,7 +318,7 @@ func (s *mcpServer) supervise(ctx context.Context) {
 		} else {
 			up := time.Now()
 			s.online(log, c)
-			why := c.wait(ctx)
+			why := c.wait(ctx, func() { s.relist(c) })
 			s.mu.Lock()
 			s.conn = nil
 			s.mu.Unlock()
@@ -394,8 +396,11 @@ func (s *mcpServer) wrap(listed []*mcp.Tool) ([]*Tool, []string) {
 	seen := map[string]bool{}
 	for _, mt := range listed {
 		switch {
-		case mt == nil || mt.Name == "":
+		case mt == nil || mt.Name == "" && mt.Title == "":
 			left = append(left, "(a tool without a name)")
+			continue
+		case mt.Name == "":
+			left = append(left, "(a tool with "+mt.Title+")")
 			continue
 		case len(s.cfg.Tools) > 0 && !slices.Contains(s.cfg.Tools, mt.Name):
 			continue

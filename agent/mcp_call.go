@@ -56,6 +56,12 @@ func (s *mcpServer) tool(mt *mcp.Tool, taken map[string]bool) (*Tool, error) {
 // mcpSchema is a tool's input schema as the model APIs take it: a JSON
 // object schema, within maxMCPSchema bytes.
 func mcpSchema(in any) (map[string]any, error) {
+	switch in := in.(type) {
+	case oversized:
+		return nil, fmt.Errorf("its input schema is %d bytes, more than the %d offered to the model", int(in), maxMCPSchema)
+	case error:
+		return nil, fmt.Errorf("its input schema does not encode: %v", in)
+	}
 	b, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("its input schema does not encode: %v", err)

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"os"
 	"strings"
@@ -23,6 +26,10 @@ type mcpConn struct {
 	listed     []*mcp.Tool
 	serverInfo string
 	wall       sandbox.Wall
+	changed    chan struct{} // the server said its tools changed
+	// relistFailed: reading the changed list failed once (only the
+	// connection's supervisor reads it).
+	relistFailed bool
 
 	// A stdio server's process.
 	cmd    *sandbox.Cmd
@@ -42,14 +49,20 @@ type mcpConn struct {
 // connect starts a stdio server's process (in the sandbox) or reaches an
 // HTTP server, initializes the session and lists the tools.
 func (s *mcpServer) connect(ctx context.Context) (*mcpConn, error) {
-	c := &mcpConn{dead: make(chan struct{})}
+	c := &mcpConn{dead: make(chan struct{}), changed: make(chan struct{}, 1)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "irisgate", Version: version.Get().Version}, &mcp.ClientOptions{
 		// No roots: a filesystem server keeps to the directories its
 		// command line names, which the owner chose.
 		Capabilities:                &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: s.onProgress,
+		// The list is read again by the connection's supervisor, once
+		// however many times the server says it changed meanwhile: a
+		// flood of these starts nothing.
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			go s.relist(c)
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
 		},
 	})
 	var transport mcp.Transport
@@ -84,21 +97,67 @@ func (s *mcpServer) connect(ctx context.Context) (*mcpConn, error) {
 	return c, nil
 }
 
+// listMCPTools reads the server's list of tools, page by page, keeping of
+// each only what is offered and within the limits (its name, a bounded
+// description, its input schema or just the size it had, its hints): a
+// server cannot make the gateway hold more than a few MiB however long
+// its list, nor page for ever.
 func listMCPTools(ctx context.Context, sess *mcp.ClientSession) ([]*mcp.Tool, error) {
 	if res := sess.InitializeResult(); res != nil && res.Capabilities != nil && res.Capabilities.Tools == nil {
 		return nil, nil // a server of prompts or resources only
 	}
 	var out []*mcp.Tool
-	for t, err := range sess.Tools(ctx, nil) {
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxMCPPages {
+			return nil, fmt.Errorf("its list of tools runs past %d pages", maxMCPPages)
+		}
+		res, err := sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
-		if len(out) > 4*maxMCPTools {
-			break // a list without end: what is past the limit is not offered anyway
+		for _, t := range res.Tools {
+			out = append(out, slimTool(t))
+			if len(out) >= 4*maxMCPTools {
+				return out, nil // a list without end: what is past the limit is not offered anyway
+			}
 		}
+		if res.NextCursor == "" {
+			return out, nil
+		}
+		cursor = res.NextCursor
 	}
-	return out, nil
+}
+
+// oversized stands for an input schema too large to offer: only its size
+// is kept.
+type oversized int
+
+// slimTool is what the gateway keeps of a listed tool.
+func slimTool(t *mcp.Tool) *mcp.Tool {
+	if t == nil {
+		return nil
+	}
+	s := &mcp.Tool{Name: t.Name, Title: cutAt(t.Title, 2*maxMCPDescription), Description: cutAt(t.Description, 2*maxMCPDescription)}
+	if len(t.Name) > maxMCPToolName {
+		s.Name = "" // not a name a call could carry back
+		s.Title = fmt.Sprintf("a name of %d bytes", len(t.Name))
+		return s
+	}
+	if a := t.Annotations; a != nil {
+		s.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint,
+			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	b, err := json.Marshal(t.InputSchema)
+	switch {
+	case err != nil:
+		s.InputSchema = err
+	case len(b) > maxMCPSchema:
+		s.InputSchema = oversized(len(b))
+	default:
+		s.InputSchema = json.RawMessage(b)
+	}
+	return s
 }
 
 // relist takes the server's new list of tools after it said it changed.
@@ -113,7 +172,13 @@ func (s *mcpServer) relist(c *mcpConn) {
 	defer cancel()
 	listed, err := listMCPTools(ctx, c.sess)
 	if err != nil {
-		s.m.cfg.Log.Warn("MCP server: listing its changed tools", "mcp", s.cfg.Name, "err", err)
+		// Told once per connection: a server can say its list changed
+		// as often as it likes.
+		log := s.m.cfg.Log.Debug
+		if !c.relistFailed {
+			c.relistFailed, log = true, s.m.cfg.Log.Warn
+		}
+		log("MCP server: listing its changed tools; the tools listed before stay offered", "mcp", s.cfg.Name, "err", err)
 		return
 	}
 	tools, left := s.wrap(listed)
@@ -202,22 +267,22 @@ func validEnvName(k string) bool {
 }
 
 // httpClient is the owner's client, sending the bearer token when one is
-// configured.
+// configured, and holding no more of an answer than one message may be.
 func (s *mcpServer) httpClient() (*http.Client, error) {
 	base := s.m.cfg.HTTPClient
-	if s.cfg.BearerEnv == "" {
-		return base, nil
-	}
-	token := os.Getenv(s.cfg.BearerEnv)
-	if token == "" {
-		return nil, fmt.Errorf("the environment variable %s (bearer_env) is empty", s.cfg.BearerEnv)
-	}
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	if s.cfg.BearerEnv != "" {
+		token := os.Getenv(s.cfg.BearerEnv)
+		if token == "" {
+			return nil, fmt.Errorf("the environment variable %s (bearer_env) is empty", s.cfg.BearerEnv)
+		}
+		rt = bearer{token: token, base: rt}
+	}
 	c := *base
-	c.Transport = bearer{token: token, base: rt}
+	c.Transport = boundedAnswers{base: rt}
 	return &c, nil
 }
 
@@ -232,24 +297,75 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// boundedAnswers caps what the SDK reads of an answer that is not an
+// event stream (a JSON response, an error's body): it reads those whole
+// into memory, however long the server makes them. An event stream is
+// bounded per event (MaxEventSize) and may last as long as the session.
+type boundedAnswers struct{ base http.RoundTripper }
+
+func (b boundedAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &cappedBody{rc: resp.Body, left: maxMCPLine}
+	}
+	return resp, nil
+}
+
+var errMCPAnswerTooLarge = fmt.Errorf("the server's answer is larger than the %d MiB a message may be", maxMCPLine>>20)
+
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, errMCPAnswerTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
 // wait blocks until the connection ends (the session closes or the
-// process exits) or ctx ends, and says why it ended.
-func (c *mcpConn) wait(ctx context.Context) string {
+// process exits) or ctx ends, and says why it ended. Meanwhile it reads
+// the list of tools again (relist) when the server says it changed.
+func (c *mcpConn) wait(ctx context.Context, relist func()) string {
 	closed := make(chan error, 1)
 	go func() { closed <- c.sess.Wait() }()
 	var err error
-	select {
-	case <-ctx.Done():
-		return ""
-	case err = <-closed:
-		if c.exited != nil {
-			// The process's exit says more than the closed pipe.
-			select {
-			case <-c.exited:
-			case <-time.After(2 * time.Second):
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-c.changed:
+			relist()
+		case err = <-closed:
+			if c.exited != nil {
+				// The process's exit says more than the closed pipe.
+				select {
+				case <-c.exited:
+				case <-time.After(2 * time.Second):
+				}
 			}
+			break wait
+		case <-c.exited:
+			break wait
 		}
-	case <-c.exited:
 	}
 	why := "the connection closed"
 	if err != nil && !errors.Is(err, mcp.ErrConnectionClosed) {

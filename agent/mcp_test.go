@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/irisgate/irisgate/internal/kernel"
 	"github.com/irisgate/irisgate/internal/mcptest"
 	"github.com/irisgate/irisgate/sandbox"
 )
@@ -213,8 +216,6 @@ func TestMCPToolName(t *testing.T) {
 	}
 }
 
-var _ = filepath.Join
-
 var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // BenchmarkMCPEcho is the cost of one MCP tool call (server-everything's
@@ -255,4 +256,73 @@ func BenchmarkMCPEcho(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestMCPStdioEveryWall: a stdio server starts and answers behind each
+// wall the sandbox builds (none, Landlock with its supervisor, namespaces),
+// and when the gateway closes it nothing it started is left: here a sleep
+// it put in a session of its own, and the shell that outlives the server's
+// end of input (it becomes another sleep), so that the gateway has to
+// stop it.
+func TestMCPStdioEveryWall(t *testing.T) {
+	for i, w := range []sandbox.Wall{sandbox.None, sandbox.Landlock, sandbox.Namespaces} {
+		t.Run(w.String(), func(t *testing.T) {
+			opt := goleak.IgnoreCurrent()
+			sb, err := sandbox.New(sandbox.Config{Temp: t.TempDir(), Want: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kernel.Require(t, sb.Wall(), w)
+			marker := fmt.Sprintf("3600.%d%d", os.Getpid(), i)
+			server := append([]string{"bash", "-c", `setsid sleep ` + marker + ` & "$0" "$@"; exec sleep ` + marker}, mcptest.Everything(t)...)
+			ts := &Tools{Sandbox: sb}
+			m, err := NewMCP(ts, MCPConfig{Servers: []MCPServer{{Name: "e", Command: server}}, Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.Sets = []ToolSet{m}
+			m.Start()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st, err := m.Wait(ctx, "e", func(s MCPStatus) bool { return s.State == MCPConnected })
+			if err != nil {
+				m.Close()
+				t.Fatal(err)
+			}
+			if st.Wall != w {
+				t.Errorf("the server runs behind %s, want %s", st.Wall, w)
+			}
+			env := &ToolEnv{Cwd: t.TempDir(), Yolo: true, emit: func(Event) {}}
+			if out := ts.run(context.Background(), env, 1, ToolCall{ID: "c", Name: "e__echo", Arguments: `{"message":"behind ` + w.String() + `"}`}); !strings.Contains(out, "behind "+w.String()) {
+				t.Errorf("echo: %q", out)
+			}
+			if len(sleeping(marker)) != 1 {
+				t.Errorf("the server's background sleep is not running")
+			}
+			m.Close()
+			if left := sleeping(marker); len(left) != 0 {
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Fatalf("the server's background sleep outlived it: pids %v", left)
+			}
+			goleak.VerifyNone(t, opt)
+		})
+	}
+}
+
+// sleeping lists the processes running "sleep marker".
+func sleeping(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && string(b) == "sleep\x00"+marker+"\x00" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
