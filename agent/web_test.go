@@ -14,6 +14,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/irisgate/irisgate/internal/fakesearch"
 	"github.com/irisgate/irisgate/internal/fakesearxng"
 )
 
@@ -294,56 +295,73 @@ func TestWebSearchSearXNG(t *testing.T) {
 	}
 }
 
-// TestWebSearchBraveTavily: the other two providers are asked as their
-// APIs want (key header, parameters) and read from their JSON.
+// TestWebSearchBraveTavily: the other two providers, against fakes of
+// their APIs (internal/fakesearch), are asked as they want (key header,
+// parameters, body) and read from their JSON; each refusal a person must
+// act on (a wrong key, a rate limit, a plan's quota, a query too long)
+// comes back saying so.
 func TestWebSearchBraveTavily(t *testing.T) {
-	var seen []*http.Request
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = append(seen, r)
-		b := make([]byte, 1024)
-		n, _ := r.Body.Read(b)
-		bodies = append(bodies, string(b[:n]))
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/brave":
-			if r.Header.Get("X-Subscription-Token") != "bk" {
-				w.WriteHeader(422)
-				fmt.Fprint(w, `{"type":"ErrorResponse","error":{"id":"x","status":422,"code":"SUBSCRIPTION_TOKEN_INVALID","detail":"The provided subscription token is invalid."}}`)
-				return
-			}
-			fmt.Fprint(w, `{"type":"search","query":{"original":"q"},"web":{"type":"search","results":[{"title":"B1","url":"https://b/1","description":"about <strong>b</strong>"}]}}`)
-		case "/tavily":
-			if r.Header.Get("Authorization") != "Bearer tk" {
-				w.WriteHeader(401)
-				fmt.Fprint(w, `{"detail":{"error":"Unauthorized: missing or invalid API key."}}`)
-				return
-			}
-			fmt.Fprint(w, `{"query":"q","answer":null,"images":[],"results":[{"title":"T1","url":"https://t/1","content":"tavily says","score":0.9,"raw_content":null}],"response_time":0.5}`)
-		}
-	}))
-	defer srv.Close()
-	for _, c := range []struct{ provider, key, want string }{
-		{"brave", "bk", "1. B1\n   https://b/1\n   about b\n"},
-		{"brave", "wrong", "Brave Search refused the API key (422 Unprocessable Entity): The provided subscription token is invalid."},
-		{"tavily", "tk", "1. T1\n   https://t/1\n   tavily says\n"},
-		{"tavily", "wrong", "Tavily refused the API key (401 Unauthorized): Unauthorized: missing or invalid API key."},
-	} {
-		s, err := NewSearch(SearchConfig{Provider: c.provider, URL: srv.URL + "/" + c.provider, Key: c.key})
+	hits := []fakesearch.Result{
+		{Title: "Go", URL: "https://go.dev/", Snippet: "The Go programming language"},
+		{Title: "Go Packages", URL: "https://pkg.go.dev/", Snippet: "Search Go packages"},
+		{Title: "Tour", URL: "https://go.dev/tour/", Snippet: "A tour of Go"},
+		{Title: "Blog", URL: "https://go.dev/blog/", Snippet: "The Go blog"},
+	}
+	brave := fakesearch.NewBrave(t, "bk", hits...)
+	tavily := fakesearch.NewTavily(t, "tvly-k", hits...)
+	search := func(provider, url, key, query string) string {
+		t.Helper()
+		s, err := NewSearch(SearchConfig{Provider: provider, URL: url, Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := webTools(WebConfig{Search: s})
-		out := ts.run(context.Background(), &ToolEnv{emit: func(Event) {}}, 1, ToolCall{ID: "s", Name: "web_search", Arguments: `{"query":"q","count":3}`})
-		if !strings.Contains(out, c.want) {
-			t.Errorf("%s %s: %q", c.provider, c.key, out)
+		args, _ := json.Marshal(map[string]any{"query": query, "count": 3})
+		return webTools(WebConfig{Search: s}).run(context.Background(), &ToolEnv{emit: func(Event) {}}, 1, ToolCall{ID: "s", Name: "web_search", Arguments: string(args)})
+	}
+	want := "1. Go\n   https://go.dev/\n   The Go programming language\n2. Go Packages\n   https://pkg.go.dev/\n   Search Go packages\n3. Tour\n   https://go.dev/tour/\n   A tour of Go\n"
+	long, wordy := strings.Repeat("é", 401), strings.TrimSpace(strings.Repeat("go ", 51))
+	for _, c := range []struct{ provider, key, query, want string }{
+		{"brave", "bk", "Go", want}, // Brave's <strong>Go</strong> read as text
+		{"brave", "wrong", "Go", "error: Brave Search refused the API key (422 SUBSCRIPTION_TOKEN_INVALID): The provided subscription token is invalid."},
+		{"brave", "bk", long, "error: Brave Search takes queries of at most 400 characters: this one has 401"},
+		{"brave", "bk", wordy, "error: Brave Search takes queries of at most 50 words: this one has 51"},
+		{"tavily", "tvly-k", "Go", want},
+		{"tavily", "wrong", "Go", "error: Tavily refused the API key (401): Unauthorized: missing or invalid API key."},
+		{"tavily", "tvly-k", long, "error: Tavily takes queries of at most 400 characters: this one has 401"},
+	} {
+		url := map[string]string{"brave": brave.URL, "tavily": tavily.URL}[c.provider]
+		if out := search(c.provider, url, c.key, c.query); out != c.want {
+			t.Errorf("%s %s %.20q:\n%s\nwant\n%s", c.provider, c.key, c.query, out, c.want)
 		}
 	}
-	if u, _ := url.Parse(seen[0].URL.String()); u.Query().Get("q") != "q" || u.Query().Get("count") != "3" {
-		t.Errorf("brave request %s", seen[0].URL)
+	if q := brave.Queries(); len(q) != 1 || q[0] != "Go" {
+		t.Errorf("Brave was asked %q", q)
 	}
-	if !strings.Contains(bodies[2], `"max_results":3`) || !strings.Contains(bodies[2], `"query":"q"`) || seen[2].Method != http.MethodPost {
-		t.Errorf("tavily request %s %s", seen[2].Method, bodies[2])
+	if b := tavily.Bodies(); len(b) != 1 || b[0]["query"] != "Go" || b[0]["max_results"] != 3.0 {
+		t.Errorf("Tavily was sent %v", b)
+	}
+	for _, c := range []struct {
+		limit          func()
+		provider, want string
+	}{
+		{func() { brave.Limit("RATE_LIMITED") }, "brave", "error: Brave Search is rate-limiting (429 RATE_LIMITED): try again later"},
+		{func() { brave.Limit("QUOTA_LIMITED") }, "brave", "error: Brave Search: the plan's monthly quota is used up (429 QUOTA_LIMITED): Request quota limit exceeded for plan."},
+		{func() { tavily.Refuse(429) }, "tavily", "error: Tavily is rate-limiting (429): try again later"},
+		{func() { tavily.Refuse(432) }, "tavily", "error: Tavily: the plan's usage limit is reached (432): This request exceeds your plan's set usage limit."},
+		{func() { tavily.Refuse(433) }, "tavily", "error: Tavily: the pay-as-you-go limit is reached (433): This request exceeds the pay-as-you-go limit."},
+	} {
+		c.limit()
+		key, url := "bk", brave.URL
+		if c.provider == "tavily" {
+			key, url = "tvly-k", tavily.URL
+		}
+		if out := search(c.provider, url, key, "Go"); !strings.HasPrefix(out, c.want) {
+			t.Errorf("%s:\n%s\nwant\n%s", c.provider, out, c.want)
+		}
+	}
+	brave.Limit("")
+	if out := search("brave", fakesearch.NewBrave(t, "bk").URL, "bk", "nothing at all"); out != "No results for nothing at all." {
+		t.Errorf("Brave without results (no web key): %q", out)
 	}
 	for _, bad := range []SearchConfig{{Provider: "searxng"}, {Provider: "brave"}, {Provider: "bing", Key: "k"}, {Provider: "searxng", URL: "ftp://x"}} {
 		if _, err := NewSearch(bad); err == nil {
@@ -381,9 +399,15 @@ func FuzzParseSearch(f *testing.F) {
 	f.Add("brave", `{"web":{"results":[{"title":"B","url":"https://b","description":"d &amp; <strong>e</strong>"}]}}`)
 	f.Add("tavily", `{"results":[{"title":"T","url":"https://t","content":"c","score":1}]}`)
 	f.Add("searxng", `{"results":[],"unresponsive_engines":[["a"],[],["b","c","d"]]}`)
+	f.Add("brave", `{"type":"ErrorResponse","error":{"code":"SUBSCRIPTION_TOKEN_INVALID","detail":"The provided subscription token is invalid."}}`)
+	f.Add("brave", `{"type":"ErrorResponse","errors":[{"code":"RATE_LIMITED","detail":"Request rate limit exceeded for plan."}]}`)
+	f.Add("tavily", `{"detail":{"error":"Query is too long. Max query length is 400 characters."}}`)
 	f.Fuzz(func(t *testing.T, kind, body string) {
 		if kind != "searxng" && kind != "brave" && kind != "tavily" {
 			return
+		}
+		if code, detail := providerDetail([]byte(body)); len(code) > 45 || len(detail) > 305 || !utf8.ValidString(code+detail) {
+			t.Fatalf("an error's code %q and detail %q", code, detail)
 		}
 		res, err := parseSearch(kind, []byte(body), 5)
 		if err != nil {
