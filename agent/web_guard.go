@@ -14,9 +14,11 @@ import (
 // The addresses web_fetch never reaches unless the owner allows them:
 // the gateway's own ports and the LAN behind it are not the web.
 var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
-	reserved  = []struct {
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: the IPv4 address in its last 32 bits
+	v4Compat   = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible addresses (RFC 4291 2.5.5.1)
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	reserved   = []struct {
 		p   netip.Prefix
 		why string
 	}{
@@ -45,7 +47,7 @@ func blockedAddr(ip netip.Addr, allow []netip.Prefix) error {
 	}
 	b := ip.As16()
 	switch {
-	case nat64.Contains(ip):
+	case nat64.Contains(ip), nat64Local.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
 		return blockedAddr(netip.AddrFrom4([4]byte(b[12:16])), allow)
 	case sixToFour.Contains(ip):
 		return blockedAddr(netip.AddrFrom4([4]byte(b[2:6])), allow)
