@@ -224,7 +224,7 @@ var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 //
 //	go test -run '^$' -bench MCPEcho -benchtime 300x ./agent/
 func BenchmarkMCPEcho(b *testing.B) {
-	for _, w := range []sandbox.Wall{sandbox.None, sandbox.Namespaces} {
+	for _, w := range []sandbox.Wall{sandbox.None, sandbox.Landlock, sandbox.Namespaces} {
 		b.Run(w.String(), func(b *testing.B) {
 			sb, err := sandbox.New(sandbox.Config{Temp: b.TempDir(), Want: w})
 			if err != nil {
