@@ -42,7 +42,8 @@ type Store struct {
 	// was logged (PushDevices): said once, not at every push.
 	corruptSaid sync.Map
 	// asIs: the schema must be this irisgate's already (WithoutMigration).
-	asIs bool
+	asIs       bool
+	durability Durability
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -122,30 +123,32 @@ func Open(path string, opts ...Option) (*Store, error) {
 
 // openAt opens the database and migrates it up to version upto.
 func openAt(path string, upto int, opts ...Option) (*Store, error) {
-	q := url.Values{}
-	// secure_delete: deleted rows are overwritten, not just unlinked, so a
-	// hard delete leaves nothing in the file to recover.
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)", "secure_delete(ON)"} {
-		q.Add("_pragma", p)
-	}
-	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	w.SetMaxOpenConns(1)
-	w.SetConnMaxLifetime(0)
-	r, err := sql.Open("sqlite", dsn+"&mode=ro")
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
+	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
 	for _, o := range opts {
 		o(s)
 	}
+	syncMode, err := s.durability.pragma()
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	q := url.Values{}
+	// secure_delete: deleted rows are overwritten, not just unlinked, so a
+	// hard delete leaves nothing in the file to recover.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(" + syncMode + ")", "busy_timeout(10000)", "foreign_keys(ON)", "secure_delete(ON)"} {
+		q.Add("_pragma", p)
+	}
+	dsn := "file:" + path + "?" + q.Encode()
+	if s.w, err = sql.Open("sqlite", dsn); err != nil {
+		return nil, err
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetConnMaxLifetime(0)
+	if s.r, err = sql.Open("sqlite", dsn+"&mode=ro"); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	s.r.SetMaxOpenConns(4)
+	s.r.SetMaxIdleConns(4)
 	if s.asIs {
 		var version int
 		if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != upto {

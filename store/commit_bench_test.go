@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+// The commit of one message.send as the gateway makes it when its batch
+// holds one send: the message, its owed turn and its outbox frame, in one
+// transaction (gateway/commands.go). Run both with
+//
+//	go test -run '^$' -bench 'BenchmarkCommit' -benchtime 3000x ./store/
+//
+// and read each sub-benchmark's ns/send against its neighbour's: they ran
+// in one process, one after the other.
+
+// sendTexts are message texts of 12–30 words from a vocabulary of 5,000,
+// so the index sees new words and known ones as a real history does.
+func sendTexts(n int) []string {
+	rnd := rand.New(rand.NewSource(1))
+	vocab := make([]string, 5000)
+	for i := range vocab {
+		var b strings.Builder
+		for range 3 + rnd.Intn(6) {
+			b.WriteByte(byte('a' + rnd.Intn(26)))
+		}
+		vocab[i] = b.String()
+	}
+	out := make([]string, n)
+	for i := range out {
+		w := make([]string, 12+rnd.Intn(19))
+		for j := range w {
+			w[j] = vocab[int(rnd.ExpFloat64()*600)%len(vocab)]
+		}
+		out[i] = strings.Join(w, " ")
+	}
+	return out
+}
+
+// commitSends commits one send per iteration of b.Loop and returns the
+// time it took per send, after with it when after is set.
+func commitSends(b *testing.B, s *Store, after func() error) float64 {
+	ctx := context.Background()
+	lane := core.Lane{ChatID: core.DefaultChatID}
+	texts := sendTexts(4096)
+	i := 0
+	start := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		m := core.Message{ID: fmt.Sprintf("m_bench%09d", i), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
+		if err := s.Write(ctx, func(tx Tx) error {
+			if err := tx.InsertMessage(m, false); err != nil {
+				return err
+			}
+			if err := tx.QueueTurn(lane, m.ID); err != nil {
+				return err
+			}
+			_, _, err := tx.AppendEvent(&core.Event{Type: core.EvMessage, Lane: lane, TS: m.TS, Message: &m})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if after != nil {
+		if err := after(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(per, "ns/send")
+	return per
+}
+
+// The same commit with each durability: FULL syncs the WAL at every
+// commit, NORMAL only at checkpoints.
+func BenchmarkCommitDurability(b *testing.B) {
+	for _, d := range []Durability{DurabilityNormal, DurabilityFull} {
+		b.Run(string(d), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "b.db"), WithDurability(d))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			commitSends(b, s, nil)
+		})
+	}
+}
