@@ -79,6 +79,35 @@ func commitSends(b *testing.B, s *Store, after func() error) float64 {
 	return per
 }
 
+// Search indexing in the commit (schema 8's triggers, as before issue 17)
+// or after it: "deferred" is the commit alone (the indexer kept waiting),
+// "deferred+indexer" the commit with the indexer running beside it as in
+// the gateway, its last catch-up timed too, so it counts all the work.
+func BenchmarkCommitSend(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		version int
+		delay   time.Duration
+	}{
+		{"index-in-commit", lazyIndexVersion - 1, 0},
+		{"deferred", lazyIndexVersion, time.Hour},
+		{"deferred+indexer", lazyIndexVersion, defaultIndexDelay},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := openAt(filepath.Join(b.TempDir(), "b.db"), c.version, withIndexDelay(c.delay))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var after func() error
+			if c.delay != time.Hour {
+				after = func() error { _, err := s.catchUp(context.Background()); return err }
+			}
+			commitSends(b, s, after)
+		})
+	}
+}
+
 // The same commit with each durability: FULL syncs the WAL at every
 // commit, NORMAL only at checkpoints.
 func BenchmarkCommitDurability(b *testing.B) {
@@ -90,6 +119,46 @@ func BenchmarkCommitDurability(b *testing.B) {
 			}
 			defer s.Close()
 			commitSends(b, s, nil)
+		})
+	}
+}
+
+// The indexer's batches by size: ns/message is what indexing costs per
+// message, the batch's time how long it holds the writer from commits.
+func BenchmarkIndexBatch(b *testing.B) {
+	for _, n := range []int{16, 64, 256, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "b.db"), withIndexDelay(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			lane := core.Lane{ChatID: core.DefaultChatID}
+			texts := sendTexts(4096)
+			i := 0
+			var took time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if err := s.Write(ctx, func(tx Tx) error {
+					for range n {
+						i++
+						if err := tx.InsertMessage(core.Message{ID: fmt.Sprint("m_", i), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1}, false); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if err := s.write(ctx, func(tx *sqliteTx) error { _, _, err := indexSome(tx, n); return err }); err != nil {
+					b.Fatal(err)
+				}
+				took += time.Since(start)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N*n), "ns/message")
 		})
 	}
 }
