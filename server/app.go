@@ -32,6 +32,8 @@ type AppConfig struct {
 	DataDir string
 	Token   string // a fixed token, valid besides the stored ones
 	Log     *slog.Logger
+	// Durability is the store's: how commits reach the disk.
+	Durability store.Durability
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
 	gateway.Config
@@ -119,7 +121,7 @@ func Open(cfg AppConfig) (*App, error) {
 	for _, p := range tightened {
 		cfg.Log.Warn("made private: it was readable by other users", "path", p)
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.WithLog(cfg.Log))
+	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.WithLog(cfg.Log), store.WithDurability(cfg.Durability))
 	if err != nil {
 		lock.Release()
 		return nil, err

@@ -12,9 +12,10 @@ import (
 // came together).
 //
 // Search: message text in an FTS5 index over the messages table (external
-// content: the text is not stored twice). Triggers keep it in step inside
+// content: the text is not stored twice). Triggers kept it in step inside
 // the very transaction that inserts, finishes or deletes a message, so a
-// deleted message can never match. Replies still streaming stay out until
+// deleted message can never match (schema 9 moved indexing after the
+// commit and kept deletes in it: index.go). Replies still streaming stay out until
 // they finish: their text changes every second. lane_key is one token
 // naming the lane, so "scope: chat" is an index lookup, not a filter over
 // every hit of a common word.
@@ -97,8 +98,8 @@ CREATE TRIGGER messages_media AFTER DELETE ON messages BEGIN
 END;
 `
 
-// ftsInsertTrigger indexes a finished message as it is inserted; bulk
-// imports (ImportMessages) drop it for their length and rebuild instead.
+// ftsInsertTrigger indexed a finished message as it was inserted, until
+// schema 9 dropped it (index.go).
 const ftsInsertTrigger = `CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.state != 1 BEGIN
 	INSERT INTO messages_fts (rowid, text, lane_key) VALUES (new.seq, new.text, new.lane_key);
 END`

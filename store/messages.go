@@ -33,6 +33,7 @@ func (t *sqliteTx) InsertMessage(m core.Message, streaming bool) error {
 	_, err = t.exec(`INSERT INTO messages (id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
+	t.indexes = t.indexes || state != stateStreaming
 	return err
 }
 
@@ -61,6 +62,7 @@ func (t *sqliteTx) FinishMessage(m core.Message) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound // deleted while it streamed
 	}
+	t.indexes = true
 	return nil
 }
 

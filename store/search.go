@@ -37,6 +37,9 @@ func (s *Store) Search(ctx context.Context, query string, lane *core.Lane, limit
 	if expr == "" {
 		return nil, nil
 	}
+	if _, err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	return s.searchBelow(ctx, expr, math.MaxInt64, max(1, min(limit, 100)))
 }
 
@@ -64,6 +67,11 @@ func (s *Store) SearchPageBefore(ctx context.Context, query string, lane *core.L
 	expr := searchExpr(query, lane)
 	if expr == "" {
 		return SearchPage{}, nil
+	}
+	// Everything committed before the search is found: the index is
+	// brought up to it first (index.go).
+	if _, err := s.catchUp(ctx); err != nil {
+		return SearchPage{}, err
 	}
 	below := int64(math.MaxInt64)
 	if before != "" {
@@ -284,27 +292,25 @@ func Snippet(marked string, n int) string {
 	return out
 }
 
-// SearchIndexBytes is the size of the search index on disk.
+// SearchIndexBytes is the size of the search index on disk, once it holds
+// everything committed.
 func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
+	if _, err := s.catchUp(ctx); err != nil {
+		return 0, err
+	}
 	var n int64
 	err := s.queryRow(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'`).Scan(&n)
 	return n, err
 }
 
 // ImportMessages adds finished messages in bulk (imports, benchmarks), in
-// one transaction: next is called until it returns false. The new rows are
-// indexed for search in one statement at the end rather than by the
-// insert trigger row by row, which is about twice as fast for many rows.
+// one transaction: next is called until it returns false. The new rows
+// are indexed for search in the same transaction, in one statement at the
+// end, which is about twice as fast for many rows as indexing them in
+// batches.
 func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, bool)) (int, error) {
 	n := 0
 	err := s.write(ctx, func(tx *sqliteTx) error {
-		var from int64
-		if err := tx.queryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&from); err != nil {
-			return err
-		}
-		if _, err := tx.exec(`DROP TRIGGER messages_fts_insert`); err != nil {
-			return err
-		}
 		st, err := tx.tx.Prepare(`INSERT INTO messages (id, chat_id, thread_id, role, text, ts) VALUES (?,?,?,?,?,?)`)
 		if err != nil {
 			return err
@@ -320,10 +326,10 @@ func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, b
 			}
 			n++
 		}
-		if _, err := tx.tx.Exec(ftsInsertTrigger); err != nil {
-			return err
+		if !s.idx.on {
+			return nil // an old schema: its trigger indexed each row
 		}
-		_, err = tx.exec(`INSERT INTO messages_fts (rowid, text, lane_key) SELECT seq, text, lane_key FROM messages WHERE seq > ?`, from)
+		_, _, err = indexSome(tx, -1)
 		return err
 	})
 	return n, err

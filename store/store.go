@@ -42,7 +42,11 @@ type Store struct {
 	// was logged (PushDevices): said once, not at every push.
 	corruptSaid sync.Map
 	// asIs: the schema must be this irisgate's already (WithoutMigration).
-	asIs bool
+	asIs       bool
+	durability Durability
+
+	idx        indexer // the search index's upkeep, off the commit path (index.go)
+	indexDelay time.Duration
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -122,30 +126,35 @@ func Open(path string, opts ...Option) (*Store, error) {
 
 // openAt opens the database and migrates it up to version upto.
 func openAt(path string, upto int, opts ...Option) (*Store, error) {
-	q := url.Values{}
-	// secure_delete: deleted rows are overwritten, not just unlinked, so a
-	// hard delete leaves nothing in the file to recover.
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(ON)", "secure_delete(ON)"} {
-		q.Add("_pragma", p)
-	}
-	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, err
-	}
-	w.SetMaxOpenConns(1)
-	w.SetConnMaxLifetime(0)
-	r, err := sql.Open("sqlite", dsn+"&mode=ro")
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	s := &Store{w: w, r: r, log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
+	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}, indexDelay: defaultIndexDelay}
 	for _, o := range opts {
 		o(s)
 	}
+	syncMode, err := s.durability.pragma()
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	q := url.Values{}
+	// secure_delete: deleted rows are overwritten, not just unlinked, so a
+	// hard delete leaves nothing in the file to recover.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(" + syncMode + ")", "busy_timeout(10000)", "foreign_keys(ON)", "secure_delete(ON)"} {
+		q.Add("_pragma", p)
+	}
+	dsn := "file:" + path + "?" + q.Encode()
+	// The writer's transactions take the write lock as they begin, so one
+	// that reads first is never refused for a snapshot another process's
+	// commit made stale: it waits (busy_timeout) like any writer.
+	if s.w, err = sql.Open("sqlite", dsn+"&_txlock=immediate"); err != nil {
+		return nil, err
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetConnMaxLifetime(0)
+	if s.r, err = sql.Open("sqlite", dsn+"&mode=ro"); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	s.r.SetMaxOpenConns(4)
+	s.r.SetMaxIdleConns(4)
 	if s.asIs {
 		var version int
 		if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != upto {
@@ -155,20 +164,22 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 			}
 			return nil, fmt.Errorf("store: %s: %w", path, err)
 		}
-		return s, nil
-	}
-	if err := s.migrate(path, upto); err != nil {
+	} else if err := s.migrate(path, upto); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
-	if upto >= recordsVersion {
+	if upto >= recordsVersion && !s.asIs {
 		s.warnQuarantine(path)
+	}
+	if upto >= lazyIndexVersion {
+		s.startIndexer()
 	}
 	return s, nil
 }
 
-// Close closes the database.
+// Close indexes what is still waiting to be, and closes the database.
 func (s *Store) Close() error {
+	s.stopIndexer()
 	s.stmtMu.Lock()
 	for _, m := range []map[string]*sql.Stmt{s.wStmts, s.rStmts} {
 		for q, st := range m {
@@ -184,6 +195,9 @@ func (s *Store) Close() error {
 type sqliteTx struct {
 	tx *sql.Tx
 	s  *Store
+	// indexes: the transaction wrote messages the search index is to
+	// take in, so the indexer is woken once it commits.
+	indexes bool
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
@@ -246,13 +260,17 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&sqliteTx{tx: tx, s: s}); err != nil {
+	t := &sqliteTx{tx: tx, s: s}
+	if err := fn(t); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)
 		return err
 	}
 	err = tx.Commit()
 	s.prepareWanted(ctx)
+	if err == nil && t.indexes {
+		s.idx.wake()
+	}
 	return err
 }
 
@@ -427,7 +445,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/irisgate/irisgate/core"
@@ -39,4 +42,27 @@ func appendEvent(t *testing.T, s *Store, ev *core.Event) int64 {
 
 func msgEvent(lane core.Lane, id string) *core.Event {
 	return &core.Event{Type: core.EvMessage, Lane: lane, Message: &core.Message{ID: id, Lane: lane, Role: core.RoleUser}}
+}
+
+// Durability is SQLite's synchronous setting on the writer: NORMAL unless
+// FULL is asked for; anything else is refused before the file is opened.
+func TestDurability(t *testing.T) {
+	for d, want := range map[Durability]int{"": 1, DurabilityNormal: 1, DurabilityFull: 2} {
+		s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithDurability(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		if err := s.w.QueryRow(`PRAGMA synchronous`).Scan(&got); err != nil || got != want {
+			t.Errorf("durability %q: synchronous = %d (%v), want %d", d, got, err, want)
+		}
+		s.Close()
+	}
+	path := filepath.Join(t.TempDir(), "t.db")
+	if _, err := Open(path, WithDurability("paranoid")); err == nil || !strings.Contains(err.Error(), `"paranoid"`) {
+		t.Fatalf("an unknown durability: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused open made the file: %v", err)
+	}
 }

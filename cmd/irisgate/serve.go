@@ -16,6 +16,7 @@ import (
 	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/wire/mobile"
 )
 
@@ -38,6 +39,7 @@ type ServeCmd struct {
 	TrustFlags
 	PublicURL string `help:"The web app's address as devices reach it, when that is not this machine's (behind a reverse proxy: https://iris.example.com/); pairing links use it." env:"IRISGATE_PUBLIC_URL"`
 	AgentFlags
+	Durability store.Durability `help:"normal: a power loss or OS crash may undo the newest commits (a crash of irisgate loses nothing); full: every commit is synced to the disk, at the cost of an fsync each (README: Durability)." default:"normal" enum:"normal,full" env:"IRISGATE_DURABILITY"`
 	PushFlags
 	MobileFlags
 }
@@ -133,7 +135,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(),
+		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
