@@ -53,7 +53,7 @@ func (a laneAsker) AskApproval(ctx context.Context, q agent.ApprovalQuestion) (a
 // or a system message when nobody did.
 func (a laneAsker) said(to Caller) func(bool, string) {
 	return func(_ bool, text string) {
-		if to.reply() != nil {
+		if to.Reply() != nil {
 			a.g.replyMessage(context.Background(), a.lane, to, text)
 			return
 		}
@@ -63,7 +63,7 @@ func (a laneAsker) said(to Caller) func(bool, string) {
 
 // deviceName names the device a caller speaks from, for the chat.
 func (g *Gateway) deviceName(c Caller) string {
-	id := c.deviceID()
+	id := c.DeviceID()
 	if id == "" {
 		return ""
 	}

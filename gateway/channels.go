@@ -52,7 +52,7 @@ func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, pa
 		return core.Errorf(core.CodeUnsupported, "kind must be \"channel\" or \"thread\", not %q", kind)
 	}
 	return g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(c) },
-		&core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.reply()})
+		&core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.Reply()})
 }
 
 // ChannelChange is one of the edits answered by channel.renamed.
@@ -84,7 +84,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 	}
 	var out core.Channel
 	var lost []string // entries the default flag moves away from
-	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.reply()}
+	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.Reply()}
 	err := g.commit(ctx, func(tx *store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
@@ -162,7 +162,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 // DeleteChannel removes a channel with its threads and all their history.
 func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string) error {
 	var gone []core.Channel
-	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.reply()}
+	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.Reply()}
 	err := g.commit(ctx, func(tx *store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {

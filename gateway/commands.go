@@ -9,30 +9,14 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/slash"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
 )
 
 // Caller is the connection and request a command comes from.
-type Caller struct {
-	Conn  *hub.Conn
-	ReqID int64
-}
-
-func (c Caller) reply() *core.ReplyAddr {
-	if c.Conn == nil || c.ReqID == 0 {
-		return nil
-	}
-	return &core.ReplyAddr{ConnID: c.Conn.ID, ReqID: c.ReqID}
-}
-
-func (c Caller) deviceID() string {
-	if c.Conn == nil {
-		return ""
-	}
-	return c.Conn.DeviceID
-}
+type Caller = hub.Caller
 
 // MaxTextBytes bounds a message's text.
 const MaxTextBytes = 64 << 10
@@ -50,7 +34,7 @@ type SendRequest struct {
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
 	// A flood into a full lane is refused before it costs a query.
-	if req.Lane.ChatID != "" && !isSlash(req.Text) && g.queueFull(req.Lane) {
+	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.queueFull(req.Lane) {
 		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
 		return errQueueFull
 	}
@@ -70,7 +54,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
 		return core.Errorf(core.CodeUnsupported, "empty message: send text or media_refs")
 	}
-	refs, err := g.checkRefs(ctx, from.deviceID(), req.MediaRefs)
+	refs, err := g.checkRefs(ctx, from.DeviceID(), req.MediaRefs)
 	if err != nil {
 		return err
 	}
@@ -89,8 +73,8 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
-	name, args, slash := parseSlash(req.Text)
-	if !slash {
+	name, args, isCmd := slash.Parse(req.Text)
+	if !isCmd {
 		// A full queue refuses the message before anything is stored.
 		if err := g.reserveTurn(req.Lane); err != nil {
 			return err
@@ -99,24 +83,24 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
 	if err := g.commit(ctx, func(tx *store.Tx) error {
-		if err := attach(tx, from.deviceID(), refs, &m); err != nil {
+		if err := attach(tx, from.DeviceID(), refs, &m); err != nil {
 			return err
 		}
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
-		if slash {
+		if isCmd {
 			return nil
 		}
 		return tx.QueueTurn(m.Lane, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
-		if !slash {
+	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.Reply()}); err != nil {
+		if !isCmd {
 			g.releaseTurn(m.Lane)
 		}
 		return err
 	}
-	if slash {
-		g.runSlash(ctx, from, m.Lane, name, args)
+	if isCmd {
+		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
 	}
 	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
@@ -190,7 +174,7 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 		t = l.running
 	}
 	g.mu.Unlock()
-	r := from.reply()
+	r := from.Reply()
 	ended := true
 	if t != nil {
 		t.mu.Lock()
@@ -258,7 +242,7 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 			return err
 		}
 		return tx.QueueTurn(lk, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
+	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.Reply()}); err != nil {
 		g.releaseTurn(lk)
 		return err
 	}
@@ -300,7 +284,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 		return err
 	}
 	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
-		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()}); err != nil {
+		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.Reply()}); err != nil {
 		return err
 	}
 	g.collectMedia() // their files, unless other messages have the same bytes
@@ -316,7 +300,7 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	dev := from.deviceID()
+	dev := from.DeviceID()
 	now := time.Now().UnixMilli()
 	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
 		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
@@ -387,12 +371,12 @@ func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyT
 		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || sub.Check() != nil {
 			return core.Errorf(core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
 		}
-		if err := g.st.SetWebPush(ctx, from.deviceID(), sub); err != nil {
+		if err := g.st.SetWebPush(ctx, from.DeviceID(), sub); err != nil {
 			return err
 		}
 		if fcmToken == "" && ntfyTopic == "" {
 			return nil
 		}
 	}
-	return g.st.SetPushRegistration(ctx, from.deviceID(), fcmToken, ntfyTopic)
+	return g.st.SetPushRegistration(ctx, from.DeviceID(), fcmToken, ntfyTopic)
 }

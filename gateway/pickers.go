@@ -141,7 +141,7 @@ func (pk *picker) valid(v string) bool {
 // to a picker.select.
 func (g *Gateway) replyMessage(ctx context.Context, lk core.Lane, to Caller, text string) {
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
-	if err := g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: to.reply()}); err != nil {
+	if err := g.commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: to.Reply()}); err != nil {
 		g.log.Error("reply message", "lane", lk.String(), "err", err)
 	}
 }

@@ -564,3 +564,24 @@ func bareModel(m string) string {
 	}
 	return m
 }
+
+// laneBusy reports whether a turn runs or waits in the lane. A turn whose
+// agent.idle has gone out no longer counts: a device acting on that idle
+// must find the lane free.
+func (g *Gateway) laneBusy(lk core.Lane) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.lanes[lk]
+	if l == nil {
+		return false
+	}
+	if len(l.pending) > 0 {
+		return true
+	}
+	if t := l.running; t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return !t.ended
+	}
+	return false
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/slash"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
+	"github.com/irisgate/irisgate/store/record"
+)
+
+// Command is a slash command of the catalog (package slash).
+type Command = slash.Command
+
+// Commands is the slash catalog, in the order /help shows it.
+func (g *Gateway) Commands() []Command { return slash.Catalog() }
+
+// Complete returns the slash commands matching a typed prefix.
+func Complete(prefix string) []Command { return slash.Complete(prefix) }
+
+// slashEnv is what slash commands act on: the gateway's own paths.
+type slashEnv struct{ g *Gateway }
+
+var _ slash.Env = slashEnv{}
+
+func (e slashEnv) SystemMessage(ctx context.Context, lk core.Lane, text string) {
+	e.g.systemMessage(ctx, lk, text)
+}
+
+func (e slashEnv) Reply(ctx context.Context, lk core.Lane, to hub.Caller, text string) {
+	e.g.replyMessage(ctx, lk, to, text)
+}
+
+func (e slashEnv) Busy(lk core.Lane) bool { return e.g.laneBusy(lk) }
+
+func (e slashEnv) LaneStatus(lk core.Lane) (running bool, queued int) {
+	e.g.mu.Lock()
+	defer e.g.mu.Unlock()
+	if l := e.g.lanes[lk]; l != nil {
+		return l.running != nil, len(l.pending)
+	}
+	return false, 0
+}
+
+func (e slashEnv) Stop(ctx context.Context, from hub.Caller, lk core.Lane) error {
+	return e.g.Stop(ctx, from, lk)
+}
+
+func (e slashEnv) DropQueued(ctx context.Context, lk core.Lane) (int, error) {
+	return e.g.dropQueued(ctx, lk)
+}
+
+func (e slashEnv) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text string) error {
+	return e.g.Steer(ctx, from, lk, text)
+}
+
+func (e slashEnv) Send(ctx context.Context, from hub.Caller, lk core.Lane, text string) error {
+	return e.g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
+}
+
+func (e slashEnv) ConversationLen(ctx context.Context, lk core.Lane) (int, error) {
+	return e.g.st.ConversationLen(ctx, lk)
+}
+
+func (e slashEnv) History(ctx context.Context, lk core.Lane, limit int) ([]core.Message, error) {
+	ms, _, err := e.g.st.History(ctx, lk, "", limit)
+	return ms, err
+}
+
+func (e slashEnv) ClearSession(ctx context.Context, lk core.Lane) error {
+	g := e.g
+	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	delete(g.sessions, lk)
+	hadTodos := false
+	if l := g.lanes[lk]; l != nil {
+		hadTodos = len(l.todos) > 0
+		l.todos = nil
+	}
+	g.mu.Unlock()
+	if hadTodos {
+		g.publish(&core.Event{Type: core.EvTodo, Lane: lk, Todos: []core.Todo{}})
+	}
+	return nil
+}
+
+func (e slashEnv) Undo(ctx context.Context, lk core.Lane, user core.Message, after []string) error {
+	ids := append([]string{user.ID}, after...)
+	return e.g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.TruncateConversation(lk, user.ID); err != nil {
+			return err
+		}
+		return tx.DeleteMessages(lk, ids)
+	}, &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids})
+}
+
+func (e slashEnv) Retry(ctx context.Context, from hub.Caller, user core.Message, after []string) error {
+	lk := user.Lane
+	var ev *core.Event
+	if len(after) > 0 {
+		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
+	}
+	if err := e.g.commit(ctx, func(tx *store.Tx) error {
+		if err := tx.TruncateConversation(lk, user.ID); err != nil {
+			return err
+		}
+		if err := tx.DeleteMessages(lk, after); err != nil {
+			return err
+		}
+		return tx.QueueTurn(lk, user.ID) // owed like any turn: a restart still answers it
+	}, ev); err != nil {
+		return err
+	}
+	return e.g.enqueue(pendingTurn{msg: user, origin: from.Conn})
+}
+
+func (e slashEnv) Rename(ctx context.Context, lk core.Lane, name string) error {
+	id := lk.ChatID
+	if lk.ThreadID != "" {
+		id = lk.ThreadID
+	}
+	return e.g.ChangeChannel(ctx, Caller{}, id, ChannelChange{Name: &name})
+}
+
+func (e slashEnv) Settings(ctx context.Context, lk core.Lane) record.LaneSettings {
+	return e.g.settings(ctx, lk)
+}
+
+func (e slashEnv) SaveSettings(ctx context.Context, lk core.Lane, s record.LaneSettings) error {
+	return e.g.saveSettings(ctx, lk, s)
+}
+
+func (e slashEnv) AgentSettings(lk core.Lane, s record.LaneSettings) agent.Settings {
+	return e.g.agentSettings(lk, s)
+}
+
+func (e slashEnv) ShowReasoning(s record.LaneSettings) bool { return e.g.showReasoning(s) }
+
+func (e slashEnv) ToggleYolo(lk core.Lane) bool {
+	e.g.mu.Lock()
+	defer e.g.mu.Unlock()
+	ss := e.g.laneSession(lk)
+	ss.yolo = !ss.yolo
+	return ss.yolo
+}
+
+func (e slashEnv) SetYolo(lk core.Lane, on bool) {
+	e.g.mu.Lock()
+	e.g.laneSession(lk).yolo = on
+	e.g.mu.Unlock()
+}
+
+func (e slashEnv) OpenPicker(ctx context.Context, lk core.Lane, p core.Picker, onSelect func(context.Context, hub.Caller, string) error) error {
+	return e.g.openPicker(ctx, lk, &picker{p: p, onSelect: onSelect})
+}
+
+func (e slashEnv) PendingApproval(lk core.Lane) string { return e.g.pendingApproval(lk) }
+
+func (e slashEnv) SelectPicker(ctx context.Context, from hub.Caller, id, value string) error {
+	return e.g.SelectPicker(ctx, from, id, value)
+}
+
+func (e slashEnv) Agent() agent.Agent { return e.g.cfg.Agent }
+
+func (e slashEnv) Workdir() string { return homeRelative(e.g.cfg.Workdir) }
+
+func (e slashEnv) Cron() agent.Cron { return agentCron{e.g} }
+
+// homeRelative shows a path under the home directory as ~/….
+func homeRelative(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p
+	}
+	if p == home {
+		return "~"
+	}
+	if rel, ok := strings.CutPrefix(p, home+string(os.PathSeparator)); ok {
+		return "~/" + rel
+	}
+	return p
+}
