@@ -165,7 +165,7 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 		if c.Has(cur) {
 			continue
 		}
-		ev := g.replay.get(cur)
+		ev := g.commits.Replay(cur)
 		if ev == nil {
 			missing = append(missing, cur)
 		}
