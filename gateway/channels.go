@@ -180,19 +180,14 @@ func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string)
 	g.collectMedia() // the files of its messages
 	// Turns of deleted lanes stop; their final writes find no message and
 	// are dropped.
-	g.mu.Lock()
-	for _, c := range gone {
-		for key, l := range g.lanes {
+	g.turns.DropLanes(func(key core.Lane) bool {
+		for _, c := range gone {
 			if key.ChatID == c.ChatID || key.ThreadID == c.ChatID {
-				l.pending = nil
-				l.todos = nil
-				if l.running != nil {
-					l.running.cancel()
-				}
+				return true
 			}
 		}
-	}
-	g.mu.Unlock()
+		return false
+	})
 	return nil
 }
 

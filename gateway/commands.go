@@ -7,9 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway/slash"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
@@ -34,9 +34,9 @@ type SendRequest struct {
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
 	// A flood into a full lane is refused before it costs a query.
-	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.queueFull(req.Lane) {
+	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.turns.QueueFull(req.Lane) {
 		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return errQueueFull
+		return turn.ErrQueueFull
 	}
 	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {
@@ -58,11 +58,8 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
-	down := g.down
-	g.mu.Unlock()
-	if down {
-		return errShuttingDown
+	if g.turns.Down() {
+		return turn.ErrShuttingDown
 	}
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
 		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
@@ -76,7 +73,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	name, args, isCmd := slash.Parse(req.Text)
 	if !isCmd {
 		// A full queue refuses the message before anything is stored.
-		if err := g.reserveTurn(req.Lane); err != nil {
+		if err := g.turns.Reserve(req.Lane); err != nil {
 			return err
 		}
 	}
@@ -95,7 +92,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		return tx.QueueTurn(m.Lane, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.Reply()}); err != nil {
 		if !isCmd {
-			g.releaseTurn(m.Lane)
+			g.turns.Release(m.Lane)
 		}
 		return err
 	}
@@ -103,7 +100,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn}); err != nil && err != errShuttingDown {
+	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn}); err != nil && err != turn.ErrShuttingDown {
 		return err
 	}
 	return nil
@@ -167,51 +164,12 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	l := g.lanes[lk]
-	var t *turn
-	if l != nil {
-		t = l.running
-	}
-	g.mu.Unlock()
-	r := from.Reply()
-	ended := true
-	if t != nil {
-		t.mu.Lock()
-		ended = t.ended
-		if r != nil && !ended {
-			t.stopReqs = append(t.stopReqs, *r)
-		}
-		if !ended {
-			t.stopping = true
-		}
-		t.mu.Unlock()
-	}
-	if ended {
-		// Nothing runs, or the turn's agent.idle has gone out without
-		// this request's id: answer it now.
-		if r != nil {
-			g.replyIdle(*r, lk)
-		}
-		return nil
-	}
-	t.cancel()
+	g.turns.Stop(from, lk)
 	return nil
 }
 
-func (g *Gateway) replyIdle(r core.ReplyAddr, lk core.Lane) {
-	if c := g.hub.ByID(r.ConnID); c != nil {
-		c.SendEvent(&core.Event{Type: core.EvAgentIdle, Lane: lk, TS: time.Now().UnixMilli()}, r.ReqID)
-	}
-}
-
-// Steer hands text to the lane's running turn, which takes it before its
-// next model call. The text is kept in history as the person's message and
-// echoed like one. With no turn running it is simply sent; when the turn
-// ends without taking it, it runs next as a turn of its own. Until the
-// turn takes it, it is owed like a sent message (a turn row in the store):
-// a restart before then answers it as a turn of its own, and one after
-// does not answer it again.
+// Steer hands text to the lane's running turn (turn.Runner.Steer); with
+// no turn running it is simply sent.
 func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return core.Errorf(core.CodeUnsupported, "empty steer text")
@@ -219,56 +177,10 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	var t *turn
-	if l := g.lanes[lk]; l != nil {
-		t = l.running
-	}
-	g.mu.Unlock()
-	if t == nil {
-		return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
-	}
-	// Echoed first, so devices see the words before the agent acts on them.
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
-	// Steering the turn does not take runs as a turn of its own: it holds
-	// a place in the queue until the turn takes it.
-	if err := g.reserveTurn(lk); err != nil {
+	if steered, err := g.turns.Steer(ctx, from, lk, text); steered || err != nil {
 		return err
 	}
-	// The row is committed before the turn can see the steer, so the
-	// turn's consuming it (which deletes the row) always comes after.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
-		if err := tx.InsertMessage(m, false); err != nil {
-			return err
-		}
-		return tx.QueueTurn(lk, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.Reply()}); err != nil {
-		g.releaseTurn(lk)
-		return err
-	}
-	pt := pendingTurn{msg: m, origin: from.Conn}
-	t.mu.Lock()
-	taken := false
-	// A turn being stopped would drop the steer with its own steering:
-	// sent after the stop, it runs next instead.
-	if !t.ran && !t.stopping {
-		select {
-		case t.steer <- agent.Steer{Text: text, MessageID: m.ID}:
-			t.steered = append(t.steered, pt)
-			taken = true
-		default: // the agent has not taken the earlier ones yet
-		}
-	}
-	t.mu.Unlock()
-	if taken {
-		g.releaseTurn(lk)
-		return nil
-	}
-	// Echoed and owed: at shutdown the next start answers it, as Send's.
-	if err := g.enqueueReserved(pt); err != nil && err != errShuttingDown {
-		return err
-	}
-	return nil
+	return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
 }
 
 // DeleteMessages removes messages of a lane from history and outbox and

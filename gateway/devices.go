@@ -93,22 +93,7 @@ func (g *Gateway) Disconnect(c *hub.Conn) {
 func (g *Gateway) greet(c *hub.Conn) {
 	now := time.Now().UnixMilli()
 	c.SendEvent(&core.Event{Type: core.EvStatus, State: "online", TS: now}, 0)
-	g.mu.Lock()
-	var evs []*core.Event
-	for key, l := range g.lanes {
-		if t := l.running; t != nil {
-			if id, text := t.snapshot(); id != "" {
-				evs = append(evs,
-					&core.Event{Type: core.EvMessageStart, Lane: key, StreamID: id, Role: core.RoleAssistant, TS: now},
-					&core.Event{Type: core.EvMessageUpdate, Lane: key, StreamID: id, Text: text, TS: now})
-			}
-		}
-		if len(l.todos) > 0 {
-			evs = append(evs, &core.Event{Type: core.EvTodo, Lane: key, Todos: l.todos, TS: now})
-		}
-	}
-	g.mu.Unlock()
-	for _, ev := range evs {
+	for _, ev := range g.turns.Snapshot(now) {
 		c.SendEvent(ev, 0)
 	}
 }

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway/commit"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/push"
@@ -74,16 +74,9 @@ type Gateway struct {
 	// once would be taken for one a crash left behind.
 	recovered  chan struct{}
 	recoverErr error
-	ctx        context.Context // ends at shutdown; turns run under it
-	cancel     context.CancelFunc
 
-	mu       sync.Mutex
-	lanes    map[core.Lane]*lane
-	pickers  map[string]*picker
-	sessions map[core.Lane]*session
-	titles   titles // auto-thread titles being asked for (autotitle.go)
-	turns    sync.WaitGroup
-	down     bool
+	turns  *turn.Runner
+	titles titles // auto-thread titles being asked for (autotitle.go)
 }
 
 // New makes a gateway. Call Run to start it.
@@ -106,24 +99,21 @@ func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	if cfg.AskTimeout == 0 {
-		cfg.AskTimeout = DefaultAskTimeout
-	}
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	g := &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
 		pruneNow:  make(chan struct{}, 1),
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
-		ctx:       ctx, cancel: cancel,
-		lanes:    make(map[core.Lane]*lane),
-		pickers:  make(map[string]*picker),
-		sessions: make(map[core.Lane]*session),
 	}
 	g.commits = commit.New(st, h, log, commit.Config{ReplayCache: cfg.ReplayCache, AfterPublish: g.published})
+	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
+		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
+		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},
+		Metrics: turn.Metrics{Turns: cfg.Metrics.Turns, TurnLatency: cfg.Metrics.TurnLatency, Limited: cfg.Metrics.Limited},
+	})
 	return g
 }
 
@@ -181,17 +171,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // replies) and tells devices the gateway is restarting. Run must still be
 // running so the turns' last writes commit.
 func (g *Gateway) Shutdown(ctx context.Context) {
-	g.mu.Lock()
-	g.down = true
-	g.mu.Unlock()
-	g.cancel()
-	waited := make(chan struct{})
-	go func() { g.turns.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		g.log.Warn("shutdown: turns did not end in time")
-	}
+	g.turns.Shutdown(ctx)
 	g.hub.Publish(&core.Event{Type: core.EvStatus, State: "restarting"})
 }
 
@@ -232,7 +212,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var queued []pendingTurn
+	var queued []turn.Pending
 	for _, q := range owed {
 		if q.Running {
 			// It ran when the gateway stopped: what it said is kept above;
@@ -248,15 +228,15 @@ func (g *Gateway) recover(ctx context.Context) error {
 			g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
-		queued = append(queued, pendingTurn{msg: m})
+		queued = append(queued, turn.Pending{Msg: m})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {
 			return err
 		}
 	}
-	for _, pt := range queued {
-		if err := g.enqueue(pt); err != nil {
+	for _, p := range queued {
+		if err := g.turns.Enqueue(p); err != nil {
 			return err
 		}
 	}
@@ -265,9 +245,6 @@ func (g *Gateway) recover(ctx context.Context) error {
 	}
 	return nil
 }
-
-// errShuttingDown refuses new turns during shutdown.
-var errShuttingDown = core.Errorf(core.CodeUnsupported, "the gateway is shutting down")
 
 func notFound(err error, what string) error {
 	if errors.Is(err, store.ErrNotFound) {

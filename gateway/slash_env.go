@@ -2,12 +2,11 @@ package gateway
 
 import (
 	"context"
-	"os"
-	"strings"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway/slash"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
@@ -35,23 +34,16 @@ func (e slashEnv) Reply(ctx context.Context, lk core.Lane, to hub.Caller, text s
 	e.g.replyMessage(ctx, lk, to, text)
 }
 
-func (e slashEnv) Busy(lk core.Lane) bool { return e.g.laneBusy(lk) }
+func (e slashEnv) Busy(lk core.Lane) bool { return e.g.turns.Busy(lk) }
 
-func (e slashEnv) LaneStatus(lk core.Lane) (running bool, queued int) {
-	e.g.mu.Lock()
-	defer e.g.mu.Unlock()
-	if l := e.g.lanes[lk]; l != nil {
-		return l.running != nil, len(l.pending)
-	}
-	return false, 0
-}
+func (e slashEnv) LaneStatus(lk core.Lane) (running bool, queued int) { return e.g.turns.Status(lk) }
 
 func (e slashEnv) Stop(ctx context.Context, from hub.Caller, lk core.Lane) error {
 	return e.g.Stop(ctx, from, lk)
 }
 
 func (e slashEnv) DropQueued(ctx context.Context, lk core.Lane) (int, error) {
-	return e.g.dropQueued(ctx, lk)
+	return e.g.turns.DropQueued(ctx, lk)
 }
 
 func (e slashEnv) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text string) error {
@@ -72,21 +64,10 @@ func (e slashEnv) History(ctx context.Context, lk core.Lane, limit int) ([]core.
 }
 
 func (e slashEnv) ClearSession(ctx context.Context, lk core.Lane) error {
-	g := e.g
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+	if err := e.g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	delete(g.sessions, lk)
-	hadTodos := false
-	if l := g.lanes[lk]; l != nil {
-		hadTodos = len(l.todos) > 0
-		l.todos = nil
-	}
-	g.mu.Unlock()
-	if hadTodos {
-		g.publish(&core.Event{Type: core.EvTodo, Lane: lk, Todos: []core.Todo{}})
-	}
+	e.g.turns.ResetSession(lk)
 	return nil
 }
 
@@ -117,7 +98,7 @@ func (e slashEnv) Retry(ctx context.Context, from hub.Caller, user core.Message,
 	}, ev); err != nil {
 		return err
 	}
-	return e.g.enqueue(pendingTurn{msg: user, origin: from.Conn})
+	return e.g.turns.Enqueue(turn.Pending{Msg: user, Origin: from.Conn})
 }
 
 func (e slashEnv) Rename(ctx context.Context, lk core.Lane, name string) error {
@@ -129,38 +110,28 @@ func (e slashEnv) Rename(ctx context.Context, lk core.Lane, name string) error {
 }
 
 func (e slashEnv) Settings(ctx context.Context, lk core.Lane) record.LaneSettings {
-	return e.g.settings(ctx, lk)
+	return e.g.turns.Settings(ctx, lk)
 }
 
 func (e slashEnv) SaveSettings(ctx context.Context, lk core.Lane, s record.LaneSettings) error {
-	return e.g.saveSettings(ctx, lk, s)
+	return e.g.commit(ctx, func(tx *store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
 }
 
 func (e slashEnv) AgentSettings(lk core.Lane, s record.LaneSettings) agent.Settings {
-	return e.g.agentSettings(lk, s)
+	return e.g.turns.AgentSettings(lk, s)
 }
 
-func (e slashEnv) ShowReasoning(s record.LaneSettings) bool { return e.g.showReasoning(s) }
+func (e slashEnv) ShowReasoning(s record.LaneSettings) bool { return e.g.turns.ShowReasoning(s) }
 
-func (e slashEnv) ToggleYolo(lk core.Lane) bool {
-	e.g.mu.Lock()
-	defer e.g.mu.Unlock()
-	ss := e.g.laneSession(lk)
-	ss.yolo = !ss.yolo
-	return ss.yolo
-}
+func (e slashEnv) ToggleYolo(lk core.Lane) bool { return e.g.turns.ToggleYolo(lk) }
 
-func (e slashEnv) SetYolo(lk core.Lane, on bool) {
-	e.g.mu.Lock()
-	e.g.laneSession(lk).yolo = on
-	e.g.mu.Unlock()
-}
+func (e slashEnv) SetYolo(lk core.Lane, on bool) { e.g.turns.SetYolo(lk, on) }
 
 func (e slashEnv) OpenPicker(ctx context.Context, lk core.Lane, p core.Picker, onSelect func(context.Context, hub.Caller, string) error) error {
-	return e.g.openPicker(ctx, lk, &picker{p: p, onSelect: onSelect})
+	return e.g.turns.OpenPicker(ctx, lk, p, onSelect)
 }
 
-func (e slashEnv) PendingApproval(lk core.Lane) string { return e.g.pendingApproval(lk) }
+func (e slashEnv) PendingApproval(lk core.Lane) string { return e.g.turns.PendingApproval(lk) }
 
 func (e slashEnv) SelectPicker(ctx context.Context, from hub.Caller, id, value string) error {
 	return e.g.SelectPicker(ctx, from, id, value)
@@ -168,21 +139,6 @@ func (e slashEnv) SelectPicker(ctx context.Context, from hub.Caller, id, value s
 
 func (e slashEnv) Agent() agent.Agent { return e.g.cfg.Agent }
 
-func (e slashEnv) Workdir() string { return homeRelative(e.g.cfg.Workdir) }
+func (e slashEnv) Workdir() string { return turn.HomeRelative(e.g.cfg.Workdir) }
 
 func (e slashEnv) Cron() agent.Cron { return agentCron{e.g} }
-
-// homeRelative shows a path under the home directory as ~/….
-func homeRelative(p string) string {
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return p
-	}
-	if p == home {
-		return "~"
-	}
-	if rel, ok := strings.CutPrefix(p, home+string(os.PathSeparator)); ok {
-		return "~/" + rel
-	}
-	return p
-}
