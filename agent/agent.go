@@ -103,6 +103,11 @@ const (
 	TextIsCommentary
 	// File offers a file to the devices (Path, Text as caption).
 	File
+	// TextIsReasoning says the text streamed since the last such event
+	// (or TextIsCommentary) was the model's reasoning, not its reply (a
+	// chat template opened the think block in the prompt): it moves to
+	// the reasoning, and the reply starts over.
+	TextIsReasoning
 )
 
 // Event is something a running turn reports.

@@ -200,6 +200,7 @@ type hermesEvent struct {
 	Choices     []string        `json:"choices"`
 	Choice      string          `json:"choice"`
 	RequestID   string          `json:"request_id"` // approvals, newer Hermes
+	Resolved    int             `json:"resolved"`   // approval.responded: how many it resolved
 	Output      string          `json:"output"`
 	Usage       *hermesUsage    `json:"usage"`
 	// PendingSteer is the steer text the run ended without reading.
@@ -340,7 +341,7 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		err = ctx.Err() // our own stop, reported by Hermes
 	}
 	if err != nil {
-		r.closeTools(false, "stopped")
+		r.closeTools("stopped")
 		r.recordPartial()
 		if runCtx.Err() == nil {
 			return err
@@ -365,7 +366,7 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		r.keepPendingSteer(out.pendingSteer)
 		return nil
 	case "failed":
-		r.closeTools(false, "the run failed")
+		r.closeTools("the run failed")
 		r.recordPartial()
 		reason := strings.TrimSpace(out.err)
 		if reason == "" {
@@ -373,11 +374,11 @@ func (h *Hermes) Run(ctx context.Context, t Turn, emit func(Event)) error {
 		}
 		return fmt.Errorf("Hermes could not finish the run: %s", truncate(reason, 500))
 	case "interrupted":
-		r.closeTools(false, "Hermes restarted")
+		r.closeTools("Hermes restarted")
 		r.recordPartial()
 		return errors.New("Hermes restarted before this run finished (its status is now interrupted): what it did until then may be in its session, but no answer came. Send your message again to go on")
 	default: // cancelled, not by us
-		r.closeTools(false, "cancelled")
+		r.closeTools("cancelled")
 		r.recordPartial()
 		return errors.New("Hermes cancelled the run before it finished (was it stopped from another client, or restarted?)")
 	}

@@ -96,6 +96,9 @@ func (r *hermesRun) ask(ctx context.Context, ev hermesEvent) {
 	for _, tl := range r.tools {
 		a.tools = append(a.tools, tl.Index)
 	}
+	if a.requestID == "" {
+		r.fifo.asked(a)
+	}
 	switch {
 	case r.t.Settings.Yolo:
 		r.send(ctx, a, ApprovalAnswer{Choice: "once", By: "YOLO"})
@@ -128,7 +131,10 @@ func (r *hermesRun) onAnswer(ctx context.Context, res approvalResult) {
 	r.ap = nil
 	a.cancel()
 	if ctx.Err() != nil {
-		return // the run is being stopped
+		if res.err == nil {
+			r.say(res.ans, res.plain, false, stoppedBefore(a.command))
+		}
+		return
 	}
 	ans := res.ans
 	if res.err != nil {
@@ -147,13 +153,30 @@ func (r *hermesRun) send(ctx context.Context, a *hermesApproval, ans ApprovalAns
 // sendAnswer posts an answer, naming the request when Hermes named it.
 // Without a request id Hermes resolves its oldest pending approval,
 // whichever that is: the answer goes only when Hermes's status shows it
-// still waits for this one.
+// still waits for this one, and, while an older request may still be
+// pending too, only as a denial of them all (see bareQueue).
 func (r *hermesRun) sendAnswer(ctx context.Context, a *hermesApproval, ans ApprovalAnswer, plain bool) {
-	if a.requestID == "" && !r.stillWaiting(ctx, a) {
-		r.say(ans, plain, false, tooLate(ans, a.command))
-		return
+	body := map[string]any{"choice": ans.Choice}
+	if a.requestID == "" {
+		waiting := r.stillWaiting(ctx, a)
+		switch {
+		case ctx.Err() != nil:
+			r.say(ans, plain, false, stoppedBefore(a.command))
+			return
+		case !waiting:
+			r.say(ans, plain, false, tooLate(ans, a.command))
+			return
+		}
+		if older := r.fifo.olderThan(a); older > 0 {
+			if ans.Choice != "deny" && !r.t.Settings.Yolo {
+				r.say(ans, plain, false, notApplied(ans, a.command, older))
+				return
+			}
+			// A denial (or YOLO's "once") holds for every command
+			// waiting: Hermes applies it to all of them.
+			body["all"] = true
+		}
 	}
-	body := map[string]string{"choice": ans.Choice}
 	if a.requestID != "" {
 		body["request_id"] = a.requestID
 		if r.answered == nil {
@@ -161,16 +184,42 @@ func (r *hermesRun) sendAnswer(ctx context.Context, a *hermesApproval, ans Appro
 		}
 		r.answered[a.requestID] = true
 	}
-	err := r.h.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(r.id)+"/approval", body, nil)
+	var out struct {
+		Resolved int `json:"resolved"`
+	}
+	err := r.h.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(r.id)+"/approval", body, &out)
 	switch {
 	case err == nil:
+		if a.requestID == "" {
+			r.fifo.answered(a, out.Resolved)
+		}
 		r.say(ans, plain, true, approved(ans, a.command))
 	case ctx.Err() != nil:
+		r.say(ans, plain, false, stoppedBefore(a.command))
 	case isStatus(err, http.StatusConflict):
 		r.say(ans, plain, false, tooLate(ans, a.command))
 	default:
 		r.say(ans, plain, false, fmt.Sprintf("⚠️ Could not give Hermes the answer for `%s`: %v. It denies the command when its own approval timeout runs out.", a.command, r.h.describe(err)))
 	}
+}
+
+// stoppedBefore is what an answer is told when the run stopped first.
+func stoppedBefore(command string) string {
+	return "⏹ Not applied: the run was stopped before your answer reached Hermes, so nothing was approved for `" + command + "`."
+}
+
+// notApplied is what an approval is told that a Hermes without request
+// ids would have applied to an older command.
+func notApplied(ans ApprovalAnswer, command string, older int) string {
+	return fmt.Sprintf("⚠️ Not applied: this Hermes (a version that puts no id on its approvals) still has %s before `%s` and would have applied the approval%s to the oldest, not to this one, so nothing was approved. Its own approval timeout denies them; ask again when the agent retries.",
+		plural(older, "an older approval waiting", "older approvals waiting"), command, by(ans))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // stillWaiting checks, for an approval without a request id, that Hermes
@@ -253,6 +302,9 @@ func (r *hermesRun) dropApproval(why string) { r.expire(why) }
 // respondedElsewhere handles approval.responded for an approval irisgate
 // did not answer: another Hermes client did.
 func (r *hermesRun) respondedElsewhere(ev hermesEvent) {
+	if ev.RequestID == "" && !r.fifo.responded(ev.Resolved) {
+		return // the echo of irisgate's own answer
+	}
 	if r.ap == nil || ev.RequestID != "" && r.ap.requestID != "" && ev.RequestID != r.ap.requestID {
 		return
 	}
@@ -263,6 +315,7 @@ func (r *hermesRun) respondedElsewhere(ev hermesEvent) {
 // when it was asked has finished: the one that asked got its answer from
 // Hermes's own approval timeout.
 func (r *hermesRun) toolEnded(int) {
+	r.fifo.toolsRunning(r.tools)
 	if r.ap == nil || len(r.ap.tools) == 0 {
 		return
 	}

@@ -51,7 +51,7 @@ func apiError(status int, body []byte) *hermesAPIError {
 	if json.Unmarshal(body, &b) == nil && b.Error.Message != "" {
 		e.message, e.code = b.Error.Message, b.Error.Code
 	} else {
-		e.message = truncate(strings.TrimSpace(string(body)), 200)
+		e.message = bodySnippet(body, 200) // a proxy's HTML page, or plain text
 	}
 	return e
 }

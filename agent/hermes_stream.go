@@ -37,6 +37,7 @@ type hermesRun struct {
 
 	ap       *hermesApproval // the approval shown now, unanswered
 	answered map[string]bool // request ids already answered
+	fifo     bareQueue       // approvals without request ids, as Hermes queues them
 	blind    bool            // a waiting status with no request known was answered
 }
 
@@ -304,28 +305,44 @@ func withoutReply(p, s string) string {
 	return p
 }
 
-// closeTools ends the tools Hermes never reported ended.
-func (r *hermesRun) closeTools(ok bool, note string) {
+// closeTools ends the tools still open when the run failed or was
+// stopped (why). While the stream was live their ends would have come:
+// they did not finish (ok false, why). Once it was lost, any may have
+// finished meanwhile, well or not.
+func (r *hermesRun) closeTools(why string) {
+	if r.lost {
+		r.unseenTools(lostNote)
+		return
+	}
 	for _, tl := range r.tools {
-		end := &core.Tool{Index: tl.Index, Name: tl.Name, OK: ok}
-		if ok {
-			end.Note = note
-		} else {
-			end.Output = note
-		}
-		r.emit(Event{Kind: ToolEnd, Tool: end})
+		r.emit(Event{Kind: ToolEnd, Tool: &core.Tool{Index: tl.Index, Name: tl.Name, Output: why}})
 	}
 	r.tools = nil
 }
 
+// unseenTools ends the open tools whose end irisgate did not see, saying
+// why. tool.end has no "unknown", only ok, and ok false shows a failure
+// nobody reported (inviting a command that did run to be run again): ok
+// stays true, meaning no failure was reported, and output_preview says
+// the result was not seen.
+func (r *hermesRun) unseenTools(why string) {
+	for _, tl := range r.tools {
+		r.emit(Event{Kind: ToolEnd, Tool: &core.Tool{Index: tl.Index, Name: tl.Name, OK: true, Output: "result not seen (" + why + ")"}})
+	}
+	r.tools = nil
+}
+
+const lostNote = "the live stream from Hermes broke off while it ran"
+
 // finish delivers the final answer: Hermes's output is authoritative over
 // the deltas that streamed (some may have been lost).
 func (r *hermesRun) finish(output string, usage *hermesUsage) {
-	note := ""
+	// Tools still open ended with the run, but how is not known.
 	if r.lost {
-		note = "finished; its own result was in the live stream that broke off"
+		r.unseenTools(lostNote)
+	} else {
+		r.unseenTools("Hermes did not report its end") // the legacy sweeper drops tool events
 	}
-	r.closeTools(true, note)
 	r.placeHeld(orText(r.seg, output))
 	seg := r.seg
 	if output != "" {

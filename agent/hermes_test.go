@@ -1,11 +1,14 @@
 package agent
 
+// Tests of the Hermes bridge against the fake Hermes API server
+// (internal/fakehermes, which copies Hermes Agent's run API and says from
+// which version), by topic: here the helpers and how a run streams; its
+// approvals, steers, failures and the backend switch in files of their
+// own. "Item N" names the item of issue 14 a test holds the bridge to.
+
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/internal/fakehermes"
+	"go.uber.org/goleak"
 )
 
 const hermesKey = "sk-hermes-test"
@@ -275,241 +279,6 @@ func TestHermesTakesTextOnly(t *testing.T) {
 	rec.waitFor(t, "word on the attachments", commentary("text only"))
 }
 
-// An API server without the steer route (the legacy one) gets the note
-// with the next message.
-func TestHermesSteerWaitsForTheNextRunOnOlderHermes(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: true})
-	hold := make(chan struct{})
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Working"), fakehermes.Hold(hold), fakehermes.Completed("Working.", 1, 1)}})
-	h := newHermes(t, fake.URL)
-	steer := make(chan Steer, 1)
-	rec := newHrec()
-	done := runTurn(context.Background(), h, Turn{Input: "go", Steer: steer}, rec)
-	rec.waitFor(t, "the first delta", func(e Event) bool { return e.Kind == Text })
-	steer <- Steer{Text: "focus on errors", MessageID: "m_steer"}
-	rec.waitFor(t, "the steer commentary", commentary("next message"))
-	close(hold)
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
-	var steers []Msg
-	for _, m := range rec.msgs {
-		if m.Role == hermesSteerRole {
-			steers = append(steers, m)
-		}
-	}
-	if len(steers) != 1 || steers[0].Content != "focus on errors" || steers[0].MessageID != "m_steer" {
-		t.Fatalf("steers recorded %+v", rec.msgs)
-	}
-	if st := readLaneState(rec.msgs, 1000); len(st.steers) != 1 {
-		t.Fatalf("the note is not pending for the next run: %+v", st)
-	}
-}
-
-type fixedAsker struct {
-	mu      sync.Mutex
-	answer  string
-	asked   []string
-	descs   []string
-	waitFor chan struct{} // when set, Approve waits on it or ctx
-}
-
-func (a *fixedAsker) Approve(ctx context.Context, command, description string) (string, error) {
-	a.mu.Lock()
-	a.asked = append(a.asked, command)
-	a.descs = append(a.descs, description)
-	a.mu.Unlock()
-	if a.waitFor != nil {
-		select {
-		case <-a.waitFor:
-		case <-ctx.Done():
-			return "deny", ctx.Err()
-		}
-	}
-	return a.answer, nil
-}
-
-func (a *fixedAsker) Clarify(context.Context, string, []string) (string, error) { return "", nil }
-
-func TestHermesRelaysApprovals(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		asker Asker
-		yolo  bool
-		want  string
-	}{
-		{"session", &fixedAsker{answer: "session"}, false, "session"},
-		{"deny", &fixedAsker{answer: "deny"}, false, "deny"},
-		{"no asker", nil, false, "deny"},
-		{"yolo", &fixedAsker{answer: "deny"}, true, "once"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
-				fakehermes.Delta("Cleaning up."),
-				fakehermes.ToolStarted("terminal", "rm -rf build"),
-				fakehermes.Approval("rm -rf build", "recursive delete"),
-				fakehermes.ToolCompleted("terminal", 1, false),
-				fakehermes.Completed("Done.", 1, 1),
-			}})
-			h := newHermes(t, fake.URL)
-			rec := newHrec()
-			err := result(t, runTurn(context.Background(), h, Turn{Input: "clean", Asker: tc.asker, Settings: Settings{Yolo: tc.yolo}}, rec))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fake.Runs()[0].Approvals; len(got) != 1 || got[0] != tc.want {
-				t.Fatalf("Hermes got %v, want %s", got, tc.want)
-			}
-			if a, ok := tc.asker.(*fixedAsker); ok {
-				wantAsked := 1
-				if tc.yolo {
-					wantAsked = 0
-				}
-				if len(a.asked) != wantAsked || wantAsked == 1 && (a.asked[0] != "rm -rf build" || a.descs[0] != "recursive delete") {
-					t.Fatalf("asked %v %v", a.asked, a.descs)
-				}
-			}
-			if rec.text(Text) != "Cleaning up.Done." {
-				t.Fatalf("text %q", rec.text(Text))
-			}
-		})
-	}
-}
-
-func TestHermesStopStopsTheRun(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-	hold := make(chan struct{})
-	defer close(hold)
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.ToolStarted("web_search", "go 1.26"), fakehermes.Delta("Thinking about it"), fakehermes.Hold(hold)}})
-	h := newHermes(t, fake.URL)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	rec := newHrec()
-	done := runTurn(ctx, h, Turn{Input: "search"}, rec)
-	rec.waitFor(t, "the tool start", func(e Event) bool { return e.Kind == ToolStart && e.Tool.Emoji == "🔎" })
-	rec.waitFor(t, "the text", func(e Event) bool { return e.Kind == Text })
-	cancel()
-	if err := result(t, done); !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v", err)
-	}
-	run := fake.Runs()[0]
-	if !run.StopRequested || run.Status != "cancelled" {
-		t.Fatalf("run %+v was not stopped", run)
-	}
-	if ends := rec.of(ToolEnd); len(ends) != 1 || ends[0].Tool.OK {
-		t.Fatalf("the running tool was not ended: %+v", ends)
-	}
-	if last := rec.msgs[len(rec.msgs)-1]; last.Role != "assistant" || last.Content != "Thinking about it" {
-		t.Fatalf("the partial reply was not kept: %+v", rec.msgs)
-	}
-}
-
-func TestHermesDroppedStreamIsFollowedByPolling(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-	const full = "The first half, and the second half."
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
-		fakehermes.Delta("The first "), fakehermes.Delta("half, "),
-		fakehermes.ToolStarted("read_file", "notes.md"),
-		fakehermes.Disconnect(),
-		fakehermes.AwaitPolls(2), // the bridge follows the run by polling meanwhile
-		fakehermes.Delta("and the second half."),
-		fakehermes.Completed(full, 50, 9),
-	}})
-	h := newHermes(t, fake.URL)
-	rec := newHrec()
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "go"}, rec)); err != nil {
-		t.Fatal(err)
-	}
-	if got := rec.text(Text); got != "The first half, "+full {
-		t.Errorf("text = %q", got)
-	}
-	var lost bool
-	for _, e := range rec.events() {
-		lost = lost || commentary("broke off")(e)
-	}
-	if !lost {
-		t.Error("the person was not told the live stream broke off")
-	}
-	if ends := rec.of(ToolEnd); len(ends) != 1 || ends[0].Tool.Name != "read_file" {
-		t.Errorf("the tool in flight was not ended: %+v", ends)
-	}
-	if last := rec.msgs[len(rec.msgs)-1]; last.Content != full {
-		t.Errorf("recorded %+v", rec.msgs)
-	}
-	if run := fake.Runs()[0]; run.Polls < 2 || run.Stream != "gone" {
-		t.Errorf("run %+v", run)
-	}
-}
-
-func TestHermesSilentStreamIsTakenForDead(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey}) // keepalives only after 30 s
-	hold := make(chan struct{})
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Hm"), fakehermes.Hold(hold), fakehermes.Completed("Hm, yes.", 1, 1)}})
-	h := newHermes(t, fake.URL, func(c *HermesConfig) { c.StallTimeout = 100 * time.Millisecond })
-	rec := newHrec()
-	done := runTurn(context.Background(), h, Turn{Input: "go"}, rec)
-	waitRuns(t, fake, "a status poll", func(rs []fakehermes.Run) bool { return len(rs) == 1 && rs[0].Polls > 0 })
-	close(hold)
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
-	if rec.text(Text) != "Hm, yes." {
-		t.Fatalf("text %q", rec.text(Text))
-	}
-}
-
-func TestHermesKeepalivesKeepTheStream(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, KeepaliveEvery: 10 * time.Millisecond})
-	hold := make(chan struct{})
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Hm"), fakehermes.Hold(hold), fakehermes.Completed("Hm, yes.", 1, 1)}})
-	h := newHermes(t, fake.URL, func(c *HermesConfig) { c.StallTimeout = 400 * time.Millisecond })
-	rec := newHrec()
-	done := runTurn(context.Background(), h, Turn{Input: "go"}, rec)
-	rec.waitFor(t, "the first delta", func(e Event) bool { return e.Kind == Text })
-	// Quiet for several stall timeouts, but for the keepalives.
-	time.AfterFunc(1200*time.Millisecond, func() { close(hold) })
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
-	if run := fake.Runs()[0]; run.Polls != 0 {
-		t.Fatalf("the bridge gave up on a stream that sent keepalives (%d polls)", run.Polls)
-	}
-	if rec.text(Text) != "Hm, yes." {
-		t.Fatalf("text %q", rec.text(Text))
-	}
-}
-
-// The legacy status does not say what an approval waits for: one asked
-// while the stream was down is denied unseen.
-func TestHermesApprovalLostWithTheStreamIsDenied(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey, Legacy: true})
-	fake.Push(fakehermes.Script{Steps: []fakehermes.Step{
-		fakehermes.Delta("Let me"), fakehermes.Disconnect(),
-		fakehermes.Approval("rm -rf /tmp/x", "recursive delete"),
-		fakehermes.Completed("I could not delete it.", 1, 1),
-	}})
-	asker := &fixedAsker{answer: "once"}
-	h := newHermes(t, fake.URL)
-	rec := newHrec()
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "go", Asker: asker}, rec)); err != nil {
-		t.Fatal(err)
-	}
-	if got := fake.Runs()[0].Approvals; len(got) != 1 || got[0] != "deny" {
-		t.Fatalf("approvals %v", got)
-	}
-	if len(asker.asked) != 0 {
-		t.Fatal("the person was asked about a command nobody knows")
-	}
-	var told bool
-	for _, e := range rec.events() {
-		told = told || commentary("denied")(e)
-	}
-	if !told {
-		t.Fatal("the person was not told")
-	}
-}
-
 func TestHermesOutputIsAuthoritative(t *testing.T) {
 	for _, tc := range []struct {
 		name, streamed, output, text string
@@ -543,137 +312,6 @@ func TestHermesOutputIsAuthoritative(t *testing.T) {
 				t.Errorf("recorded %+v", last)
 			}
 		})
-	}
-}
-
-func TestHermesFailures(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadURL := "http://" + closed.Addr().String()
-	closed.Close()
-
-	for _, tc := range []struct {
-		name  string
-		setup func(t *testing.T, fake *fakehermes.Server) (url string, edit func(*HermesConfig))
-		want  []string
-		check func(t *testing.T, fake *fakehermes.Server)
-	}{
-		{"unreachable", func(*testing.T, *fakehermes.Server) (string, func(*HermesConfig)) { return deadURL, nil },
-			[]string{"cannot reach Hermes at " + deadURL, "connection refused", "API_SERVER_ENABLED=true"}, nil},
-		{"wrong key", func(*testing.T, *fakehermes.Server) (string, func(*HermesConfig)) {
-			return "", func(c *HermesConfig) { c.Key = "wrong" }
-		}, []string{"refused irisgate's API key", "HTTP 401: Invalid API key", "--hermes-key"}, func(t *testing.T, fake *fakehermes.Server) {
-			if n := len(fake.Requests()); n != 1 {
-				t.Errorf("%d requests: a 401 is not retried", n)
-			}
-		}},
-		{"ten runs already", func(t *testing.T, fake *fakehermes.Server) (string, func(*HermesConfig)) {
-			hold := make(chan struct{})
-			t.Cleanup(func() { close(hold) })
-			for i := 0; i < 10; i++ {
-				fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Hold(hold)}})
-				req, _ := http.NewRequest(http.MethodPost, fake.URL+"/v1/runs", strings.NewReader(`{"input":"busy"}`))
-				req.Header.Set("Authorization", "Bearer "+hermesKey)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					t.Fatalf("occupying run %d: HTTP %d", i, resp.StatusCode)
-				}
-			}
-			http.DefaultClient.CloseIdleConnections()
-			return "", nil
-		}, []string{"Hermes is busy", "HTTP 429: Too many concurrent runs (max 10)"}, func(t *testing.T, fake *fakehermes.Server) {
-			n := 0
-			for _, r := range fake.Requests() {
-				if r.Auth == "Bearer "+hermesKey && r.Body["input"] == "x" {
-					n++
-				}
-			}
-			if n != 3 {
-				t.Errorf("%d attempts, want 3 (two retries)", n)
-			}
-		}},
-		{"run failed", func(t *testing.T, fake *fakehermes.Server) (string, func(*HermesConfig)) {
-			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Trying"), fakehermes.Failed("provider returned 500")}})
-			return "", nil
-		}, []string{"Hermes could not finish the run: provider returned 500"}, nil},
-		{"over its time", func(t *testing.T, fake *fakehermes.Server) (string, func(*HermesConfig)) {
-			hold := make(chan struct{})
-			t.Cleanup(func() { close(hold) })
-			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Long job"), fakehermes.Hold(hold)}})
-			return "", func(c *HermesConfig) { c.Timeout = 300 * time.Millisecond }
-		}, []string{"did not finish within 300ms", "--hermes-timeout"}, func(t *testing.T, fake *fakehermes.Server) {
-			if r := fake.Runs()[0]; !r.StopRequested || r.Status != "cancelled" {
-				t.Errorf("the run over its time was not stopped: %+v", r)
-			}
-		}},
-		{"cancelled elsewhere", func(t *testing.T, fake *fakehermes.Server) (string, func(*HermesConfig)) {
-			hold := make(chan struct{})
-			t.Cleanup(func() { close(hold) })
-			fake.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Delta("Working"), fakehermes.Hold(hold)}})
-			go func() {
-				if !fake.Wait(hermesWait, func(rs []fakehermes.Run) bool { return len(rs) == 1 && rs[0].Stream == "open" }) {
-					return
-				}
-				req, _ := http.NewRequest(http.MethodPost, fake.URL+"/v1/runs/"+fake.Runs()[0].ID+"/stop", nil)
-				req.Header.Set("Authorization", "Bearer "+hermesKey)
-				req.Close = true
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
-			}()
-			return "", nil
-		}, []string{"Hermes cancelled the run"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-			url, edit := tc.setup(t, fake)
-			if url == "" {
-				url = fake.URL
-			}
-			var edits []func(*HermesConfig)
-			if edit != nil {
-				edits = append(edits, edit)
-			}
-			h := newHermes(t, url, edits...)
-			rec := newHrec()
-			err := result(t, runTurn(context.Background(), h, Turn{Input: "x"}, rec))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-			if tc.check != nil {
-				tc.check(t, fake)
-			}
-		})
-	}
-}
-
-func TestHermesRecoversWhenItComesBack(t *testing.T) {
-	fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
-	h := newHermes(t, fake.URL, func(c *HermesConfig) { c.MaxRetries = -1 })
-	rec := newHrec()
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "x"}, rec)); err != nil {
-		t.Fatal(err)
-	}
-	fake.Down()
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "x"}, rec)); err == nil || !strings.Contains(err.Error(), "cannot reach Hermes") {
-		t.Fatalf("err = %v", err)
-	}
-	fake.Up(t)
-	fake.Push(fakehermes.Reply("Back again.", 2))
-	if err := result(t, runTurn(context.Background(), h, Turn{Input: "x"}, rec)); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -729,40 +367,43 @@ func TestHermesConfig(t *testing.T) {
 	}
 }
 
-// stubBackend is a backend with one provider that records its turns.
-type stubBackend struct {
-	id  string
-	ran []string
+// noLeaks checks, once the test and its fakes are done, that no goroutine
+// it started is left (the questions that wait in their own).
+func noLeaks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		goleak.VerifyNone(t, opt, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"), goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"))
+	})
 }
 
-func (s *stubBackend) Name() string { return s.id + "-model" }
-func (s *stubBackend) Providers() []Provider {
-	return []Provider{{ID: s.id, Models: []ModelInfo{{ID: s.id + "-model"}}}}
-}
-func (s *stubBackend) Resolve(Settings) (Provider, ModelInfo) {
-	return s.Providers()[0], s.Providers()[0].Models[0]
-}
-func (s *stubBackend) Run(_ context.Context, t Turn, _ func(Event)) error {
-	s.ran = append(s.ran, t.Input)
-	return nil
-}
-
-func TestSwitchRoutesLanesByProvider(t *testing.T) {
-	a, b := &stubBackend{id: "hermes"}, &stubBackend{id: "openai"}
-	s, err := NewSwitch(a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Name() != "hermes-model" || len(s.Providers()) != 2 || s.Providers()[1].ID != "openai" {
-		t.Fatalf("switch %s %+v", s.Name(), s.Providers())
-	}
-	for _, tc := range []struct{ provider, want string }{{"", "hermes"}, {"openai", "openai"}, {"hermes", "hermes"}, {"gone", "hermes"}} {
-		s.Run(context.Background(), Turn{Input: tc.provider, Settings: Settings{Provider: tc.provider}}, nil)
-		if p, _ := s.Resolve(Settings{Provider: tc.provider}); p.ID != tc.want {
-			t.Errorf("provider %q resolves to %s", tc.provider, p.ID)
-		}
-	}
-	if fmt.Sprint(a.ran) != "[ hermes gone]" || fmt.Sprint(b.ran) != "[openai]" {
-		t.Fatalf("ran a=%q b=%q", a.ran, b.ran)
+// Item 5: reasoning.available carries the message's content (at most 500
+// characters): the reply is not shown a second time as reasoning, what
+// else it holds is, marked when cut.
+func TestHermesReasoningPreview(t *testing.T) {
+	long := strings.Repeat("Weighing the options. ", 30)[:500]
+	for _, tc := range []struct {
+		name  string
+		steps []fakehermes.Step
+		want  string
+	}{
+		{"echo of the reply", []fakehermes.Step{fakehermes.Delta("The answer is 42."), fakehermes.Reasoning("The answer is 42."), fakehermes.Completed("The answer is 42.", 1, 1)}, ""},
+		{"echo cut at 500", []fakehermes.Step{fakehermes.Delta(long + " And so on."), fakehermes.Reasoning(long), fakehermes.Completed(long+" And so on.", 1, 1)}, ""},
+		{"inline thinking", []fakehermes.Step{fakehermes.Delta("Answer."), fakehermes.Reasoning("Let me think.Answer."), fakehermes.Completed("Answer.", 1, 1)}, "Let me think."},
+		{"no deltas", []fakehermes.Step{fakehermes.Reasoning("Only the output."), fakehermes.Completed("Only the output.", 1, 1)}, ""},
+		{"real preview", []fakehermes.Step{fakehermes.Reasoning(long), fakehermes.ToolStarted("terminal", "ls"), fakehermes.ToolCompleted("terminal", 1, false), fakehermes.Completed("Listed.", 1, 1)}, long + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+			fake.Push(fakehermes.Script{Steps: tc.steps})
+			h := newHermes(t, fake.URL)
+			rec := newHrec()
+			if err := result(t, runTurn(context.Background(), h, Turn{Input: "x"}, rec)); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.text(Reasoning); got != tc.want {
+				t.Fatalf("reasoning %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

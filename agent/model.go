@@ -58,7 +58,10 @@ type Model struct {
 
 	mu sync.Mutex
 	// effortFix is what an endpoint and model take instead of a reasoning
-	// effort they refused ("" : none at all), learnt from their 400s.
+	// effort they refused ("" : none at all), learnt from their 400s. It
+	// is not persisted: the server behind an address changes (upgraded,
+	// another model loaded under the same name), and learning it again
+	// costs one refused request per start.
 	effortFix map[string]string
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -53,7 +54,7 @@ func errorFields(body []byte) (msg, typ, code string) {
 		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal(body, &v) != nil {
-		return "", "", ""
+		return bodySnippet(body, 300), "", "" // HTML (nginx, Cloudflare), plain text (Envoy)
 	}
 	if len(v.Error) > 0 {
 		var e struct {
@@ -83,7 +84,33 @@ func errorFields(body []byte) (msg, typ, code string) {
 		}
 		return truncate(string(v.Detail), 300), "", ""
 	}
-	return "", "", ""
+	return bodySnippet(body, 300), "", ""
+}
+
+var (
+	// htmlHidden is what a browser does not show of an error page.
+	htmlHidden = regexp.MustCompile(`(?is)<(head|script|style)\b.*?</(head|script|style)\s*>`)
+	htmlTag    = regexp.MustCompile(`(?s)<[^>]*>`)
+)
+
+// bodySnippet is what an error body says, for the person: an HTML page's
+// text (nginx's 502 page is "502 Bad Gateway nginx"), or the body as it
+// is, on one line, at most n bytes, and never longer than body. "" only
+// when it says nothing at all.
+func bodySnippet(body []byte, n int) string {
+	s := strings.ToValidUTF8(string(body), "")
+	if strings.HasPrefix(strings.TrimSpace(s), "<") {
+		text := htmlTag.ReplaceAllString(htmlHidden.ReplaceAllString(s, " "), " ")
+		if strings.TrimSpace(text) == "" {
+			text = htmlTag.ReplaceAllString(s, " ") // all it says is in its <title>
+		}
+		s = html.UnescapeString(text)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = truncate(s, n-len("…"))
+	}
+	return s
 }
 
 // describeAPIError turns a failed call to endpoint into a sentence a person

@@ -54,8 +54,8 @@ func TestModelToolCallsAsRealServersStreamThem(t *testing.T) {
 		chunks []string
 		want   []fakeopenai.Call
 	}{
-		{"name in every chunk (vLLM builds, NIM)", fakeopenai.ToolCallsRepeatingName("", 5, a), []fakeopenai.Call{a}},
-		{"name in every chunk, two calls", fakeopenai.ToolCallsRepeatingName("Both.", 3, a, b), []fakeopenai.Call{a, b}},
+		{"name in every chunk (vLLM builds, NIM)", fakeopenai.RepeatingName.ToolCalls("", 5, a), []fakeopenai.Call{a}},
+		{"name in every chunk, two calls", fakeopenai.RepeatingName.ToolCalls("Both.", 3, a, b), []fakeopenai.Call{a, b}},
 		{"no index (Ollama < 0.4.7)", fakeopenai.ToolCallsOllama(false, a, b), []fakeopenai.Call{a, b}},
 		{"index 0 for every call (Ollama, LiteLLM ollama_chat)", fakeopenai.ToolCallsOllama(true, a, b), []fakeopenai.Call{a, b}},
 		{"OpenAI", fakeopenai.ToolCalls("", 4, fakeopenai.Call(a), fakeopenai.Call(b)), []fakeopenai.Call{a, b}},
@@ -110,24 +110,85 @@ func TestModelThinkTagsInContent(t *testing.T) {
 	}
 }
 
+// TestModelThinkBlockOpenedByTemplate: a template that opened the block
+// (DeepSeek-R1, QwQ) streams the thinking, then "</think>", then the
+// answer. Shown as the reply until the tag comes, it is then taken back:
+// wherever the deltas cut, the reply and the conversation hold the answer
+// alone, and the reasoning holds the thinking.
+func TestModelThinkBlockOpenedByTemplate(t *testing.T) {
+	const thinking, answer = "The person greets me. A short answer.", "Hello! How can I help?"
+	for n := 1; n <= len(thinking)+len(answer)+12; n += 4 {
+		fake := fakeopenai.New(t)
+		fake.Push(fakeopenai.Script{Chunks: fakeopenai.ThinkOpenedByTemplate(thinking, answer, n)})
+		m := newModel(t, fake, nil)
+		var rec recorder
+		var recorded []Msg
+		if err := m.Run(context.Background(), Turn{Input: "hi", Record: func(m Msg) { recorded = append(recorded, m) }}, rec.emit); err != nil {
+			t.Fatal(err)
+		}
+		// The reply as the gateway builds it: text, taken back at
+		// TextIsReasoning.
+		var reply, reasoning string
+		for _, e := range rec.evs {
+			switch e.Kind {
+			case Text:
+				reply += e.Text
+			case Reasoning:
+				reasoning += e.Text
+			case TextIsReasoning:
+				if e.Text != reply {
+					t.Fatalf("%d pieces: took back %q, the reply so far was %q", n, e.Text, reply)
+				}
+				reasoning, reply = reasoning+reply, ""
+			}
+		}
+		if reply != answer {
+			t.Fatalf("%d pieces: reply %q", n, reply)
+		}
+		if got := strings.TrimSpace(reasoning); got != thinking {
+			t.Fatalf("%d pieces: reasoning %q", n, got)
+		}
+		if last := recorded[len(recorded)-1]; last.Role != "assistant" || last.Content != answer {
+			t.Fatalf("%d pieces: recorded %+v", n, last)
+		}
+	}
+}
+
+// splitAll feeds the parts to a splitter as a stream's deltas and returns
+// the reply and the reasoning, reply text taken back where it says so.
+func splitAll(parts ...string) (text, reasoning string) {
+	var s thinkSplitter
+	add := func(p thinkPart) {
+		if p.retract {
+			reasoning, text = reasoning+text, ""
+		}
+		text, reasoning = text+p.text, reasoning+p.reasoning
+	}
+	for _, p := range parts {
+		add(s.feed(p))
+	}
+	add(s.flush())
+	return text, reasoning
+}
+
 func TestThinkSplitterAtEveryCut(t *testing.T) {
 	for _, tc := range []struct{ in, text, reasoning string }{
 		{"<think>a b</think>\n\nreply", "reply", "a b"},
 		{"reply <think>x</think> more", "reply more", "x"},
 		{"no tags at all <", "no tags at all <", ""},
-		{"before</think>\nafter", "beforeafter", ""}, // a stray close tag is dropped
+		// The template opened the block: before the first closing tag is
+		// the thinking; a closing tag after it is dropped.
+		{"before</think>\nafter", "after", "before"},
+		{"one\ntwo </think>\n\nreply</think> end", "reply end", "one\ntwo "},
+		{"<think>a</think>b</think>c", "bc", "a"},
 		{"<think>unclosed", "", "unclosed"},
 		{"a <thin b", "a <thin b", ""},
 	} {
+		if text, reasoning := SplitThink(tc.in); text != tc.text || reasoning != tc.reasoning {
+			t.Fatalf("SplitThink(%q): text %q reasoning %q", tc.in, text, reasoning)
+		}
 		for cut := 0; cut <= len(tc.in); cut++ {
-			var s thinkSplitter
-			var text, reasoning string
-			for _, part := range []string{tc.in[:cut], tc.in[cut:]} {
-				t1, r1 := s.feed(part)
-				text, reasoning = text+t1, reasoning+r1
-			}
-			t1, r1 := s.flush()
-			text, reasoning = text+t1, reasoning+r1
+			text, reasoning := splitAll(tc.in[:cut], tc.in[cut:])
 			if text != tc.text || reasoning != tc.reasoning {
 				t.Fatalf("%q cut at %d: text %q reasoning %q", tc.in, cut, text, reasoning)
 			}
@@ -203,6 +264,11 @@ func TestModelErrorsWithoutTheOpenAIShape(t *testing.T) {
 		{"empty body", fakeopenai.Script{Status: 502, EmptyBody: true}, "/v1/chat/completions answered HTTP 502 Bad Gateway with an empty error"},
 		// vLLM before its errors moved under "error".
 		{"vLLM top-level", fakeopenai.Script{Status: 400, ErrorBody: `{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}`}, "HTTP 400 Bad Request: This model's maximum context length is 4096 tokens."},
+		// nginx in front of a model server that is down: its own page
+		// (ngx_http_special_response.c), text/html.
+		{"nginx page", fakeopenai.Script{Status: 502, ErrorType: "text/html", ErrorBody: nginx502}, "HTTP 502 Bad Gateway: 502 Bad Gateway nginx"},
+		// Envoy (Istio, some gateways): plain text.
+		{"plain text", fakeopenai.Script{Status: 503, ErrorType: "text/plain", ErrorBody: "upstream connect error or disconnect/reset before headers. reset reason: connection failure"}, "HTTP 503 Service Unavailable: upstream connect error or disconnect/reset before headers. reset reason: connection failure"},
 		// llama.cpp's llama-server while it loads the model.
 		{"llama.cpp loading", fakeopenai.Script{Status: 503, ErrorBody: `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`}, "HTTP 503 Service Unavailable: Loading model"},
 	} {
@@ -217,33 +283,48 @@ func TestModelErrorsWithoutTheOpenAIShape(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), fake.URL) {
 				t.Fatalf("err = %v", err)
 			}
+			if !tc.sc.EmptyBody && strings.Contains(err.Error(), "empty") {
+				t.Fatalf("a body that says something called empty: %v", err)
+			}
 		})
+	}
+}
+
+// nginx502 is the page nginx answers 502 with.
+const nginx502 = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+
+func TestBodySnippet(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{nginx502, "502 Bad Gateway nginx"},
+		{"<html><head><title>Only a title</title></head></html>", "Only a title"},
+		{"<p>Tom &amp; Jerry</p><script>alert(1)</script>", "Tom & Jerry"},
+		{"  \n  ", ""},
+		{"plain\ttext\n", "plain text"},
+		{strings.Repeat("x", 400), strings.Repeat("x", 297) + "…"},
+	} {
+		if got := bodySnippet([]byte(tc.body), 300); got != tc.want {
+			t.Errorf("bodySnippet(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+	// The Hermes bridge reads a proxy's page the same way.
+	if got := apiError(502, []byte(nginx502)).Error(); got != "HTTP 502: 502 Bad Gateway nginx" {
+		t.Errorf("Hermes behind nginx: %q", got)
 	}
 }
 
 // FuzzThinkSplitter: however the content is cut, the split is the same,
 // and nothing is added to it.
 func FuzzThinkSplitter(f *testing.F) {
-	for _, s := range []string{"<think>a</think>b", "x</think>y", "<thi", "<think><think></think></think>", "a<<think>>b"} {
+	for _, s := range []string{"<think>a</think>b", "x</think>y", "x</think>y</think>z", "<thi", "<think><think></think></think>", "a<<think>>b"} {
 		f.Add(s, 2)
 	}
 	f.Fuzz(func(t *testing.T, in string, cut int) {
-		run := func(parts ...string) (string, string) {
-			var s thinkSplitter
-			var text, reasoning string
-			for _, p := range parts {
-				a, b := s.feed(p)
-				text, reasoning = text+a, reasoning+b
-			}
-			a, b := s.flush()
-			return text + a, reasoning + b
-		}
 		if cut < 0 {
 			cut = -cut
 		}
 		cut %= len(in) + 1
-		t1, r1 := run(in)
-		t2, r2 := run(in[:cut], in[cut:])
+		t1, r1 := splitAll(in)
+		t2, r2 := splitAll(in[:cut], in[cut:])
 		if t1 != t2 || r1 != r2 {
 			t.Fatalf("%q: whole %q/%q, cut at %d %q/%q", in, t1, r1, cut, t2, r2)
 		}

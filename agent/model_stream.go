@@ -25,13 +25,18 @@ func (m *Model) stream(ctx context.Context, client openai.Client, params openai.
 	var text strings.Builder
 	var calls callAssembler
 	var think thinkSplitter
-	out := func(t, r string) {
-		if r != "" {
-			emit(Event{Kind: Reasoning, Text: r})
+	out := func(p thinkPart) {
+		if p.retract && text.Len() > 0 {
+			// Shown as the reply so far, it was the model thinking.
+			emit(Event{Kind: TextIsReasoning, Text: text.String()})
+			text.Reset()
 		}
-		if t != "" {
-			text.WriteString(t)
-			emit(Event{Kind: Text, Text: t})
+		if p.reasoning != "" {
+			emit(Event{Kind: Reasoning, Text: p.reasoning})
+		}
+		if p.text != "" {
+			text.WriteString(p.text)
+			emit(Event{Kind: Text, Text: p.text})
 		}
 	}
 	st := client.Chat.Completions.NewStreaming(ctx, params)
@@ -134,23 +139,39 @@ func (a *callAssembler) add(tc openai.ChatCompletionChunkChoiceDeltaToolCall) {
 // and in streaming even with deepseek before ggml-org/llama.cpp#16394; vLLM
 // without --reasoning-parser; LM Studio, lmstudio-bug-tracker#1569). A tag
 // may be cut across deltas: a tail that could start one is held back until
-// the next delta tells. A closing tag with no opening one (a template that
-// opened the block in the prompt) is dropped: what came before it has
-// already been shown as the reply.
+// the next delta tells.
+//
+// A chat template may open the block in the prompt itself (DeepSeek-R1's
+// since deepseek-ai/DeepSeek-R1@7ca5e1e, QwQ, the R1 distills: their
+// generation prompt ends in "<think>\n"): the content then starts inside
+// the block and only "</think>" comes (deepseek-ai/DeepSeek-R1#352, #526).
+// What streamed before that first closing tag, with no block opened and
+// no reply after one, was the reasoning: feed says so (retract), and the
+// caller takes back the text it was given as the reply. A closing tag
+// after that is dropped.
 type thinkSplitter struct {
 	in     bool   // inside a think block
 	held   string // a tail that may be the start of a tag
 	after  bool   // just past a think block: the reply's leading blank lines go
 	opened bool   // just inside one: so do the reasoning's
+	seen   bool   // a tag was seen: the text so far is the reply for good
 }
 
 const thinkOpen, thinkClose = "<think>", "</think>"
 
-// feed takes the next content delta and returns its reply text and
-// reasoning.
-func (s *thinkSplitter) feed(delta string) (text, reasoning string) {
+// thinkPart is what one delta of content holds: retract says the reply
+// text returned before was reasoning (a block opened by the template),
+// and is to be taken back before reasoning and text are placed.
+type thinkPart struct {
+	retract         bool
+	text, reasoning string
+}
+
+// feed takes the next content delta.
+func (s *thinkSplitter) feed(delta string) thinkPart {
 	buf := s.held + delta
 	s.held = ""
+	var p thinkPart
 	var t, r strings.Builder
 	for buf != "" {
 		if s.in {
@@ -176,13 +197,23 @@ func (s *thinkSplitter) feed(delta string) (text, reasoning string) {
 		if open >= 0 && (stray < 0 || open < stray) {
 			s.text(&t, buf[:open])
 			buf = buf[open+len(thinkOpen):]
-			s.in, s.opened = true, true
+			s.in, s.opened, s.seen = true, true, true
 			continue
 		}
 		if stray >= 0 {
-			s.text(&t, buf[:stray])
+			if !s.seen {
+				// The template opened the block: all of it so far was
+				// reasoning, this delta's text too.
+				p.retract = true
+				r.WriteString(t.String())
+				r.WriteString(buf[:stray])
+				t.Reset()
+				s.after = true
+			} else {
+				s.text(&t, buf[:stray]) // a stray tag inside the reply: dropped
+			}
 			buf = buf[stray+len(thinkClose):]
-			s.after = true
+			s.seen = true
 			continue
 		}
 		k := max(partialTag(buf, thinkOpen), partialTag(buf, thinkClose))
@@ -190,7 +221,8 @@ func (s *thinkSplitter) feed(delta string) (text, reasoning string) {
 		s.held = buf[len(buf)-k:]
 		break
 	}
-	return t.String(), r.String()
+	p.text, p.reasoning = t.String(), r.String()
+	return p
 }
 
 func (s *thinkSplitter) text(t *strings.Builder, x string) {
@@ -205,15 +237,27 @@ func (s *thinkSplitter) text(t *strings.Builder, x string) {
 }
 
 // flush returns what was held back at the end of the reply.
-func (s *thinkSplitter) flush() (text, reasoning string) {
+func (s *thinkSplitter) flush() thinkPart {
 	h := s.held
 	s.held = ""
 	if s.in {
-		return "", h
+		return thinkPart{reasoning: h}
 	}
 	var t strings.Builder
 	s.text(&t, h)
-	return t.String(), ""
+	return thinkPart{text: t.String()}
+}
+
+// SplitThink splits a reply that arrives whole into its answer and the
+// reasoning inline in it, as a stream of it is split (for a title model's
+// answer, say).
+func SplitThink(content string) (reply, reasoning string) {
+	var s thinkSplitter
+	p, end := s.feed(content), s.flush()
+	if end.retract {
+		p.reasoning, p.text = p.reasoning+p.text, ""
+	}
+	return p.text + end.text, p.reasoning + end.reasoning
 }
 
 // partialTag is the length of the longest tail of s that begins tag.

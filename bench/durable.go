@@ -14,6 +14,8 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/store"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 type durDev struct {
@@ -87,7 +89,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				if t, ok := d.sentAt[id]; ok {
 					delete(d.sentAt, id)
 					d.echoLat = append(d.echoLat, now.Sub(t))
-					failed := string(typ) == "error"
+					failed := string(typ) == irisv1.TypeError
 					if failed {
 						d.errs++
 						if d.firstErr == "" {
@@ -103,7 +105,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				d.mu.Unlock()
 				return
 			}
-			if string(frameType(b)) == "agent.idle" && string(chatID(b)) == string(lane) {
+			if string(frameType(b)) == irisv1.TypeAgentIdle && string(chatID(b)) == string(lane) {
 				d.mu.Lock()
 				d.idles++
 				d.lastIdle = time.Now()
@@ -137,7 +139,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 				d.sentAt[id] = time.Now()
 				d.sends++
 				d.mu.Unlock()
-				if err := d.sendID(ctx, id, "message.send", d.lane, text); err != nil {
+				if err := d.sendID(ctx, id, irisv1.TypeMessageSend, d.lane, text); err != nil {
 					return
 				}
 			}

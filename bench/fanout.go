@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // chunkOf is what each text event adds to the reply: n bytes that need no
@@ -81,18 +83,18 @@ func runFanout(ctx context.Context, o *Options) (r Result) {
 		devs[i] = d
 		d.serve(func(b []byte) {
 			switch string(frameType(b)) {
-			case "message.update":
+			case irisv1.TypeMessageUpdate:
 				at := time.Since(ag.base)
 				l := textLen(b)
 				d.mu.Lock()
 				d.recs = append(d.recs, fanRec{n: int32(l), at: at})
 				d.last = max(d.last, l)
 				d.mu.Unlock()
-			case "message.stop":
+			case irisv1.TypeMessageStop:
 				d.mu.Lock()
 				d.stops++
 				d.mu.Unlock()
-			case "agent.idle":
+			case irisv1.TypeAgentIdle:
 				select {
 				case d.idle <- struct{}{}:
 				default:
@@ -172,7 +174,7 @@ func fanPhase(ctx context.Context, ag *streamAgent, devs []*fanDev, plan streamP
 		d.mu.Unlock()
 	}
 	finished := ag.arm(plan)
-	if _, err := devs[0].send(ctx, "message.send", "default", fmt.Appendf(nil, `{"text":"stream %d please"}`, turn)); err != nil {
+	if _, err := devs[0].send(ctx, irisv1.TypeMessageSend, "default", fmt.Appendf(nil, `{"text":"stream %d please"}`, turn)); err != nil {
 		return phaseStats{}, err
 	}
 	budget := 30*time.Second + time.Duration(float64(plan.events)/max(plan.rate, 1000)*float64(time.Second))

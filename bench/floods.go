@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // The floods scenario plays the attacks of issue 12 (§6) on a gateway
@@ -212,7 +214,7 @@ func healthy(ctx context.Context, url string) (lat []time.Duration, failed int) 
 		}
 		pongs := make(chan int64, 16)
 		d.serve(func(b []byte) {
-			if string(frameType(b)) == "pong" {
+			if string(frameType(b)) == irisv1.TypePong {
 				select {
 				case pongs <- frameID(b):
 				default:
@@ -221,7 +223,7 @@ func healthy(ctx context.Context, url string) (lat []time.Duration, failed int) 
 		})
 		for ctx.Err() == nil {
 			start := time.Now()
-			id, err := d.send(ctx, "ping", "", []byte(`{}`))
+			id, err := d.send(ctx, irisv1.TypePing, "", []byte(`{}`))
 			if err != nil {
 				break
 			}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // floodList is the attacks, sized by o.
@@ -56,13 +58,13 @@ func floodSync(ctx context.Context, g *subGateway, n, fill int, hold time.Durati
 	defer filler.close()
 	idle := make(chan struct{}, fill)
 	filler.serve(func(b []byte) {
-		if string(frameType(b)) == "agent.idle" {
+		if string(frameType(b)) == irisv1.TypeAgentIdle {
 			idle <- struct{}{}
 		}
 	})
 	text := []byte(`{"text":"` + strings.Repeat("x", 60<<10) + `"}`)
 	for range fill {
-		if _, err := filler.send(ctx, "message.send", "default", text); err != nil {
+		if _, err := filler.send(ctx, irisv1.TypeMessageSend, "default", text); err != nil {
 			return "", err
 		}
 		select {
@@ -81,7 +83,7 @@ func floodSync(ctx context.Context, g *subGateway, n, fill int, hold time.Durati
 	sent := 0
 	for ; sent < n; sent++ {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := fl.sendID(wctx, int64(100+sent), "sync", "", []byte(`{"cursor":0}`))
+		err := fl.sendID(wctx, int64(100+sent), irisv1.TypeSync, "", []byte(`{"cursor":0}`))
 		cancel()
 		if err != nil {
 			break
@@ -113,9 +115,9 @@ func floodSend(ctx context.Context, g *subGateway, n int) (string, error) {
 			return
 		}
 		switch string(frameType(b)) {
-		case "message":
+		case irisv1.TypeMessage:
 			accepted.Add(1)
-		case "error":
+		case irisv1.TypeError:
 			refused.Add(1)
 		default:
 			return
@@ -123,7 +125,7 @@ func floodSend(ctx context.Context, g *subGateway, n int) (string, error) {
 		answered <- struct{}{}
 	})
 	for i := range n {
-		if err := d.sendID(ctx, int64(100+i), "message.send", "default", fmt.Appendf(nil, `{"text":"flood %d"}`, i)); err != nil {
+		if err := d.sendID(ctx, int64(100+i), irisv1.TypeMessageSend, "default", fmt.Appendf(nil, `{"text":"flood %d"}`, i)); err != nil {
 			return "", err
 		}
 	}
@@ -276,24 +278,24 @@ func floodUploads(ctx context.Context, g *subGateway, ids int) (string, error) {
 		pong := make(chan struct{}, 1)
 		d.serve(func(b []byte) {
 			switch string(frameType(b)) {
-			case "error":
+			case irisv1.TypeError:
 				mu.Lock()
 				errs[frameID(b)] = true
 				mu.Unlock()
-			case "pong":
+			case irisv1.TypePong:
 				pong <- struct{}{}
 			}
 		})
 		var starts []int64
 		for k := range 8 {
-			id, err := d.send(ctx, "media.upload.start", "", fmt.Appendf(nil,
+			id, err := d.send(ctx, irisv1.TypeMediaUploadStart, "", fmt.Appendf(nil,
 				`{"media_ref":"r%d","kind":"document","mime":"application/octet-stream","size":%d,"filename":"f%d.bin"}`, k, 1<<20, k))
 			if err != nil {
 				return "", err
 			}
 			starts = append(starts, id)
 		}
-		if _, err := d.send(ctx, "ping", "", []byte(`{}`)); err != nil {
+		if _, err := d.send(ctx, irisv1.TypePing, "", []byte(`{}`)); err != nil {
 			return "", err
 		}
 		select {

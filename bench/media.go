@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/irisgate/irisgate/server"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // The media scenario has one device upload a file of MediaSize bytes in
@@ -136,9 +138,9 @@ func (d *mediaDev) read() {
 		}
 		f := mediaFrameIn{text: bytes.Clone(buf.Bytes())}
 		switch string(frameType(f.text)) {
-		case "media.pull":
+		case irisv1.TypeMediaPull:
 			h.Reset()
-		case "media.pull.end":
+		case irisv1.TypeMediaPullEnd:
 			var s [32]byte
 			h.Sum(s[:0])
 			f.sum = &s
@@ -170,7 +172,7 @@ func (d *mediaDev) await(ctx context.Context, id int64, want string, n *int64) (
 			switch string(frameType(f.text)) {
 			case want:
 				return f, nil
-			case "error":
+			case irisv1.TypeError:
 				return f, fmt.Errorf("%s", f.text)
 			}
 		case <-ctx.Done():
@@ -184,7 +186,7 @@ func (d *mediaDev) await(ctx context.Context, id int64, want string, n *int64) (
 func (d *mediaDev) upload(ctx context.Context, ref string, data []byte, sum string) error {
 	id := d.newID()
 	start := fmt.Sprintf(`{"media_ref":%q,"kind":"document","mime":"application/octet-stream","size":%d,"filename":"bench.bin"}`, ref, len(data))
-	if err := d.sendID(ctx, id, "media.upload.start", "", []byte(start)); err != nil {
+	if err := d.sendID(ctx, id, irisv1.TypeMediaUploadStart, "", []byte(start)); err != nil {
 		return err
 	}
 	for rest := data; len(rest) > 0; {
@@ -197,19 +199,19 @@ func (d *mediaDev) upload(ctx context.Context, ref string, data []byte, sum stri
 		}
 		rest = rest[n:]
 	}
-	if err := d.sendID(ctx, id, "media.upload.end", "", []byte(fmt.Sprintf(`{"media_ref":%q,"sha256":%q}`, ref, sum))); err != nil {
+	if err := d.sendID(ctx, id, irisv1.TypeMediaUploadEnd, "", []byte(fmt.Sprintf(`{"media_ref":%q,"sha256":%q}`, ref, sum))); err != nil {
 		return err
 	}
-	_, err := d.await(ctx, id, "media.upload.ack", nil)
+	_, err := d.await(ctx, id, irisv1.TypeMediaUploadAck, nil)
 	return err
 }
 
 func (d *mediaDev) attach(ctx context.Context, ref string) (string, error) {
-	id, err := d.send(ctx, "message.send", "default", []byte(fmt.Sprintf(`{"text":"a file","media_refs":[%q]}`, ref)))
+	id, err := d.send(ctx, irisv1.TypeMessageSend, "default", []byte(fmt.Sprintf(`{"text":"a file","media_refs":[%q]}`, ref)))
 	if err != nil {
 		return "", err
 	}
-	f, err := d.await(ctx, id, "message", nil)
+	f, err := d.await(ctx, id, irisv1.TypeMessage, nil)
 	if err != nil {
 		return "", err
 	}
@@ -222,11 +224,11 @@ func (d *mediaDev) attach(ctx context.Context, ref string) (string, error) {
 
 func (d *mediaDev) pull(ctx context.Context, mediaID string) ([32]byte, int64, error) {
 	id := d.newID()
-	if err := d.sendID(ctx, id, "media.pull", "", []byte(`{"media_id":`+strconv.Quote(mediaID)+`}`)); err != nil {
+	if err := d.sendID(ctx, id, irisv1.TypeMediaPull, "", []byte(`{"media_id":`+strconv.Quote(mediaID)+`}`)); err != nil {
 		return [32]byte{}, 0, err
 	}
 	var n int64
-	f, err := d.await(ctx, id, "media.pull.end", &n)
+	f, err := d.await(ctx, id, irisv1.TypeMediaPullEnd, &n)
 	if err != nil {
 		return [32]byte{}, n, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/fakeopenai"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // modelLanes is how many lanes the model-latency turns rotate over.
@@ -100,18 +102,18 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 			return
 		}
 		switch string(frameType(b)) {
-		case "message.update":
+		case irisv1.TypeMessageUpdate:
 			now := time.Now()
 			t.mu.Lock()
 			if t.firstUpdate.IsZero() {
 				t.firstUpdate = now
 			}
 			t.mu.Unlock()
-		case "message.stop":
+		case irisv1.TypeMessageStop:
 			t.mu.Lock()
 			t.stops++
 			t.mu.Unlock()
-		case "agent.idle":
+		case irisv1.TypeAgentIdle:
 			select {
 			case t.idle <- struct{}{}:
 			default:
@@ -159,7 +161,7 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 					}
 				},
 			})
-			if _, err := d.send(ctx, "message.send", lanes[n%len(lanes)], fmt.Appendf(nil, `{"text":"turn %d"}`, n)); err != nil {
+			if _, err := d.send(ctx, irisv1.TypeMessageSend, lanes[n%len(lanes)], fmt.Appendf(nil, `{"text":"turn %d"}`, n)); err != nil {
 				r.Err = err
 				return r
 			}

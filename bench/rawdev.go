@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // rawDev is a lean simulated device: it speaks Iris over coder/websocket
@@ -37,9 +39,12 @@ func dialRaw(ctx context.Context, url, deviceID string) (*rawDev, error) {
 	}
 	ws.SetReadLimit(64 << 20)
 	d := &rawDev{id: deviceID, ws: ws, done: make(chan struct{})}
-	hello, _ := json.Marshal(map[string]any{"v": 1, "type": "hello", "payload": map[string]any{
-		"token": Token, "device_id": deviceID, "device_name": deviceID, "caps": map[string]any{"min_protocol": 1},
-	}})
+	hello, err := irisv1.Marshal(irisv1.Envelope{V: irisv1.Version, Type: irisv1.TypeHello},
+		irisv1.Hello{Token: Token, DeviceID: deviceID, DeviceName: deviceID, Caps: irisv1.HelloCaps{MinProtocol: irisv1.Version}})
+	if err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
 	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -49,19 +54,13 @@ func dialRaw(ctx context.Context, url, deviceID string) (*rawDev, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("waiting for hello.ack: %w", err)
 	}
-	var ack struct {
-		Type    string `json:"type"`
-		Payload struct {
-			SyncCursor int64 `json:"sync_cursor"`
-			Code       string
-			Message    string
-		} `json:"payload"`
-	}
-	if err := json.Unmarshal(data, &ack); err != nil || ack.Type != "hello.ack" {
+	var env irisv1.Envelope
+	var ack irisv1.HelloAck
+	if json.Unmarshal(data, &env) != nil || env.Type != irisv1.TypeHelloAck || json.Unmarshal(env.Payload, &ack) != nil {
 		ws.CloseNow()
 		return nil, fmt.Errorf("expected hello.ack, got %.200s", data)
 	}
-	d.syncCursor = ack.Payload.SyncCursor
+	d.syncCursor = ack.SyncCursor
 	return d, nil
 }
 

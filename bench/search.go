@@ -15,6 +15,8 @@ import (
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/store"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // The search scenario fills the store with SearchMessages messages of
@@ -84,7 +86,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 	liveStart := time.Now()
 	for i < n && ctx.Err() == nil {
 		m := next()
-		if err := g.app.Store.Write(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) }); err != nil {
+		if err := g.app.Store.Write(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) }); err != nil {
 			r.Err = fmt.Errorf("filling: %w", err)
 			return r
 		}
@@ -108,18 +110,18 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 	defer dev.close()
 	answers := make(chan searchAnswer, 1)
 	dev.serve(func(b []byte) {
-		if string(frameType(b)) != "search.results" && string(frameType(b)) != "error" {
+		if string(frameType(b)) != irisv1.TypeSearchResults && string(frameType(b)) != irisv1.TypeError {
 			return
 		}
-		var f struct {
-			ID      int64 `json:"id"`
-			Type    string
-			Payload struct {
-				Hits []json.RawMessage `json:"hits"`
-			} `json:"payload"`
+		// The answer is timed from here: decoding it is the app's work.
+		at := time.Now()
+		var env irisv1.Envelope
+		var res irisv1.SearchResults
+		if json.Unmarshal(b, &env) != nil || env.Type == irisv1.TypeError || json.Unmarshal(env.Payload, &res) != nil {
+			answers <- searchAnswer{id: env.ID, at: at, err: true}
+			return
 		}
-		json.Unmarshal(b, &f)
-		answers <- searchAnswer{id: f.ID, hits: len(f.Payload.Hits), err: f.Type == "error"}
+		answers <- searchAnswer{id: env.ID, at: at, hits: len(res.Hits)}
 	})
 	byKind := map[string][]time.Duration{}
 	var all, inStore []time.Duration
@@ -127,7 +129,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 	for k, q := range mix {
 		p, _ := json.Marshal(q.req)
 		t0 := time.Now()
-		id, err := dev.send(ctx, "search", "", p)
+		id, err := dev.send(ctx, irisv1.TypeSearch, "", p)
 		if err != nil {
 			r.Err = err
 			return r
@@ -145,7 +147,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 			r.Err = fmt.Errorf("no search.results within 30s")
 			return r
 		}
-		d := time.Since(t0)
+		d := a.at.Sub(t0)
 		if a.id != id || a.err {
 			errs++
 		}
@@ -196,20 +198,14 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 
 type searchAnswer struct {
 	id   int64
+	at   time.Time // when the frame was read
 	hits int
 	err  bool
 }
 
 type searchQuery struct {
 	kind string
-	req  searchReqJSON
-}
-
-type searchReqJSON struct {
-	Query  string `json:"query"`
-	Scope  string `json:"scope,omitempty"`
-	ChatID string `json:"chat_id,omitempty"`
-	Limit  int    `json:"limit"`
+	req  irisv1.Search
 }
 
 // searchLanes makes the channels and threads and returns every lane and
@@ -305,7 +301,7 @@ func searchMix(r *rand.Rand, vocab []string, chans []string, count int) []search
 	out := make([]searchQuery, count)
 	for i := range out {
 		k := searchKinds[i%len(searchKinds)]
-		q := searchReqJSON{Limit: 20}
+		q := irisv1.Search{Limit: 20}
 		switch k {
 		case "common word":
 			q.Query = pick(0, 50)

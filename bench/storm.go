@@ -15,6 +15,8 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/store"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 type stormDev struct {
@@ -85,22 +87,16 @@ func runStorm(ctx context.Context, o *Options) (r Result) {
 			defer running.Done()
 			for f := range d.c.Events() {
 				switch f.Type {
-				case "message", "message.stop":
-					var p struct {
-						MessageID string `json:"message_id"`
-					}
-					f.Decode(&p)
+				case irisv1.TypeMessage, irisv1.TypeMessageStop:
+					id := messageIDOf(f)
 					d.mu.Lock()
-					d.ids[p.MessageID]++
+					d.ids[id]++
 					if f.Cursor > 0 {
 						d.replayed++
 					}
 					d.mu.Unlock()
-				case "sync.done":
-					var p struct {
-						Cursor int64 `json:"cursor"`
-					}
-					f.Decode(&p)
+				case irisv1.TypeSyncDone:
+					p, _ := client.Payload[irisv1.SyncDone](f)
 					if dropped.Load() && p.Cursor >= dropHead.Load() {
 						d.mu.Lock()
 						if d.synced.IsZero() {
@@ -108,7 +104,7 @@ func runStorm(ctx context.Context, o *Options) (r Result) {
 						}
 						d.mu.Unlock()
 					}
-				case "error":
+				case irisv1.TypeError:
 					d.mu.Lock()
 					d.syncErrs++
 					d.mu.Unlock()
@@ -355,7 +351,8 @@ func pingAll(ctx context.Context, devs []*stormDev) {
 			defer func() { <-sem }()
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			d.c.Request(pctx, "ping", client.Lane{}, map[string]any{"ts": time.Now().UnixMilli()})
+			ts := time.Now().UnixMilli()
+			d.c.Request(pctx, irisv1.TypePing, client.Lane{}, irisv1.Ping{TS: &ts})
 		}()
 	}
 	wg.Wait()
@@ -385,4 +382,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
+}
+
+// messageIDOf is the id of the message a message or message.stop frame
+// carries ("" when it does not decode).
+func messageIDOf(f client.Frame) string {
+	if f.Type == irisv1.TypeMessageStop {
+		p, _ := client.Payload[irisv1.MessageStop](f)
+		return p.MessageID
+	}
+	p, _ := client.Payload[irisv1.Message](f)
+	return p.MessageID
 }

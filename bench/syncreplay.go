@@ -11,6 +11,8 @@ import (
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/store"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // fillLanes is how many lanes the outbox is filled through.
@@ -70,7 +72,7 @@ func runSync(ctx context.Context, o *Options) (r Result) {
 		}
 	})
 	start := time.Now()
-	if err := dev.sendID(ctx, syncID, "sync", "", []byte(`{"cursor":0}`)); err != nil {
+	if err := dev.sendID(ctx, syncID, irisv1.TypeSync, "", []byte(`{"cursor":0}`)); err != nil {
 		r.Err = err
 		return r
 	}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // Client keeps a device connected: it dials, catches up with sync from
@@ -60,7 +62,7 @@ func (c *Client) Conn(ctx context.Context) (*Conn, error) {
 }
 
 // Request sends a request on the current connection, waiting for one.
-func (c *Client) Request(ctx context.Context, typ string, lane Lane, payload any) (Frame, error) {
+func (c *Client) Request(ctx context.Context, typ irisv1.FrameType, lane Lane, payload any) (Frame, error) {
 	conn, err := c.Conn(ctx)
 	if err != nil {
 		return Frame{}, err
@@ -79,7 +81,7 @@ func (c *Client) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		var se *ServerError
-		if errors.As(err, &se) && se.Code == "auth" {
+		if errors.As(err, &se) && se.Code == irisv1.CodeAuth {
 			return err
 		}
 		if c.OnState != nil {
@@ -117,7 +119,7 @@ func (c *Client) session(ctx context.Context) error {
 	from := c.cursor
 	if first {
 		// A new device starts at the head: the past is history's job.
-		c.cursor = conn.Welcome().SyncCursor
+		c.cursor = conn.HelloAck().SyncCursor
 		c.synced = true
 	}
 	c.conn = conn
@@ -135,13 +137,12 @@ func (c *Client) session(ctx context.Context) error {
 	syncErr := make(chan error, 1)
 	if !first {
 		go func() {
-			f, err := conn.Request(ctx, "sync", Lane{}, map[string]any{"cursor": from})
+			f, err := conn.Request(ctx, irisv1.TypeSync, Lane{}, irisv1.Sync{Cursor: from})
 			if err == nil {
-				var p struct {
-					Cursor int64 `json:"cursor"`
+				var done irisv1.SyncDone
+				if done, err = Payload[irisv1.SyncDone](f); err == nil {
+					c.advance(done.Cursor)
 				}
-				f.Decode(&p)
-				c.advance(p.Cursor)
 			}
 			syncErr <- err
 		}()

@@ -7,8 +7,12 @@
 //	c, err := client.Dial(ctx, "ws://localhost:8787/ws", client.Options{Token: tok, DeviceID: "laptop"})
 //	if err != nil { … }
 //	defer c.Close()
-//	reply, err := c.Request(ctx, "message.send", client.Lane{ChatID: "default"}, map[string]any{"text": "hi"})
-//	for f := range c.Events() { … } // echo, read.receipt, message.start/update/stop…
+//	reply, err := c.Request(ctx, irisv1.TypeMessageSend, client.Lane{ChatID: "default"}, irisv1.MessageSend{Text: "hi"})
+//	echo, err := client.Payload[irisv1.Message](reply)
+//	for f := range c.Events() { … } // read.receipt, message.start/update/stop…
+//
+// The frames and their payloads are proto/irisv1's types; this package
+// adds the connection.
 //
 // A Conn is safe for concurrent use. Its Events channel must be read: when
 // it is full the connection stops reading from the socket (and the gateway
@@ -21,42 +25,79 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // Lane addresses a channel's flat lane (ThreadID empty) or a thread.
-type Lane struct {
-	ChatID   string
-	ThreadID string
+type Lane = irisv1.Lane
+
+// Envelope is every Iris frame's outer object.
+type Envelope = irisv1.Envelope
+
+// Frame is one Iris frame as received: its envelope and the bytes it came
+// in. On the wire it is the envelope, both ways (MarshalJSON,
+// UnmarshalJSON).
+type Frame struct {
+	irisv1.Envelope
+	// Raw is the frame exactly as it arrived; Binary frames have only Raw.
+	Raw    []byte
+	Binary bool
 }
 
-// Frame is one Iris frame as received.
-type Frame struct {
-	V        int             `json:"v"`
-	ID       int64           `json:"id,omitempty"`
-	Type     string          `json:"type"`
-	ChatID   string          `json:"chat_id,omitempty"`
-	ThreadID string          `json:"thread_id,omitempty"`
-	Cursor   int64           `json:"cursor,omitempty"`
-	Payload  json.RawMessage `json:"payload"`
-	// Raw is the frame exactly as it arrived; Binary frames have only Raw.
-	Raw    []byte `json:"-"`
-	Binary bool   `json:"-"`
+// UnmarshalJSON reads a frame's envelope (not Raw, nor Binary).
+func (f *Frame) UnmarshalJSON(b []byte) error {
+	var e irisv1.Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return err
+	}
+	f.Envelope = e
+	return nil
+}
+
+// MarshalJSON writes the frame as irisv1.AppendFrame does.
+func (f Frame) MarshalJSON() ([]byte, error) {
+	return irisv1.AppendFrame(nil, f.Envelope, f.Payload), nil
 }
 
 // Decode unmarshals the payload into v.
 func (f Frame) Decode(v any) error { return json.Unmarshal(f.Payload, v) }
 
-// ServerError is an error frame answering a request.
-type ServerError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+// Payload decodes f's payload as P, an irisv1 payload type. An error frame
+// is returned as its *ServerError (unless P is ServerError), and a P that
+// is not the payload type of f's frame type (irisv1.ServerToApp) is an
+// error rather than a silently empty value.
+func Payload[P any](f Frame) (P, error) {
+	var p P
+	if f.Binary {
+		return p, fmt.Errorf("client: a binary frame has no payload")
+	}
+	want := reflect.TypeFor[P]()
+	if f.Type == irisv1.TypeError && want != reflect.TypeFor[ServerError]() {
+		se := new(ServerError)
+		if err := f.Decode(se); err != nil {
+			return p, fmt.Errorf("client: malformed error frame: %w", err)
+		}
+		return p, se
+	}
+	if mk := irisv1.ServerToApp[f.Type]; mk != nil {
+		if got := reflect.TypeOf(mk()).Elem(); got != want {
+			return p, fmt.Errorf("client: a %s frame carries %v, not %v", f.Type, got, want)
+		}
+	}
+	if err := f.Decode(&p); err != nil {
+		return p, fmt.Errorf("client: malformed %s payload: %w", f.Type, err)
+	}
+	return p, nil
 }
 
-func (e *ServerError) Error() string { return e.Code + ": " + e.Message }
+// ServerError is an error frame answering a request.
+type ServerError = irisv1.Error
 
 // Options configure a connection.
 type Options struct {
@@ -73,7 +114,11 @@ type Options struct {
 	ReadLimit int64
 }
 
-// Welcome is the hello.ack payload.
+// Welcome is the hello.ack payload as this package gave it before irisv1,
+// with the capabilities as a map and the channels undecoded.
+//
+// Deprecated: use Conn.HelloAck. cmd/irisgate chat is its last user; it
+// goes when chat moves to irisv1 (issue 16, A4).
 type Welcome struct {
 	ServerCaps       map[string]any    `json:"server_caps"`
 	SyncCursor       int64             `json:"sync_cursor"`
@@ -84,6 +129,7 @@ type Welcome struct {
 // Conn is one authenticated connection.
 type Conn struct {
 	ws      *websocket.Conn
+	ack     irisv1.HelloAck
 	welcome Welcome
 	events  chan Frame
 	nextID  atomic.Int64
@@ -113,15 +159,9 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, error) {
 		o.EventBuffer = 1024
 	}
 	c := &Conn{ws: ws, events: make(chan Frame, o.EventBuffer), waiters: make(map[int64]chan Frame), done: make(chan struct{})}
-	hello := map[string]any{"token": o.Token, "device_id": o.DeviceID, "device_name": o.DeviceName,
-		"caps": map[string]any{"min_protocol": 1, "media": true}}
-	if o.FCMToken != "" {
-		hello["fcm_token"] = o.FCMToken
-	}
-	if o.NtfyTopic != "" {
-		hello["ntfy_topic"] = o.NtfyTopic
-	}
-	if err := c.write(ctx, "hello", 1, Lane{}, hello); err != nil {
+	hello := irisv1.Hello{Token: o.Token, DeviceID: o.DeviceID, DeviceName: o.DeviceName,
+		Caps: irisv1.HelloCaps{MinProtocol: irisv1.Version, Media: true}, FCMToken: o.FCMToken, NtfyTopic: o.NtfyTopic}
+	if err := c.write(ctx, irisv1.TypeHello, 1, Lane{}, hello); err != nil {
 		ws.CloseNow()
 		return nil, err
 	}
@@ -130,16 +170,17 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("client: waiting for hello.ack: %w", err)
 	}
-	switch f.Type {
-	case "hello.ack":
-	case "error":
-		ws.CloseNow()
-		var se ServerError
-		f.Decode(&se)
-		return nil, &se
-	default:
+	if f.Type != irisv1.TypeHelloAck && f.Type != irisv1.TypeError {
 		ws.CloseNow()
 		return nil, fmt.Errorf("client: expected hello.ack, got %q", f.Type)
+	}
+	if c.ack, err = Payload[irisv1.HelloAck](f); err != nil {
+		ws.CloseNow()
+		var se *ServerError
+		if errors.As(err, &se) {
+			return nil, se
+		}
+		return nil, fmt.Errorf("client: bad hello.ack: %w", err)
 	}
 	if err := f.Decode(&c.welcome); err != nil {
 		ws.CloseNow()
@@ -150,7 +191,12 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// Welcome returns the hello.ack payload.
+// HelloAck returns the gateway's answer to hello.
+func (c *Conn) HelloAck() irisv1.HelloAck { return c.ack }
+
+// Welcome returns the hello.ack payload in its pre-irisv1 form.
+//
+// Deprecated: use HelloAck.
 func (c *Conn) Welcome() Welcome { return c.welcome }
 
 // Events delivers every frame received after hello.ack, replies included,
@@ -178,7 +224,7 @@ func (c *Conn) CloseNow() error { return c.ws.CloseNow() }
 // Request sends a request with a fresh id and waits for the frame that
 // answers it (an error frame becomes a *ServerError). For sync the answer
 // is sync.done, which arrives after the replayed frames.
-func (c *Conn) Request(ctx context.Context, typ string, lane Lane, payload any) (Frame, error) {
+func (c *Conn) Request(ctx context.Context, typ irisv1.FrameType, lane Lane, payload any) (Frame, error) {
 	id := c.nextID.Add(1)
 	ch := make(chan Frame, 1)
 	c.mu.Lock()
@@ -199,7 +245,7 @@ func (c *Conn) Request(ctx context.Context, typ string, lane Lane, payload any) 
 	}
 	select {
 	case f := <-ch:
-		if f.Type == "error" {
+		if f.Type == irisv1.TypeError {
 			var se ServerError
 			f.Decode(&se)
 			return f, &se
@@ -213,7 +259,7 @@ func (c *Conn) Request(ctx context.Context, typ string, lane Lane, payload any) 
 }
 
 // Send sends a frame without an id (no answer is awaited).
-func (c *Conn) Send(ctx context.Context, typ string, lane Lane, payload any) error {
+func (c *Conn) Send(ctx context.Context, typ irisv1.FrameType, lane Lane, payload any) error {
 	return c.write(ctx, typ, 0, lane, payload)
 }
 
@@ -229,15 +275,11 @@ func (c *Conn) SendRaw(ctx context.Context, data []byte, binary bool) error {
 	return c.ws.Write(ctx, typ, data)
 }
 
-func (c *Conn) write(ctx context.Context, typ string, id int64, lane Lane, payload any) error {
+func (c *Conn) write(ctx context.Context, typ irisv1.FrameType, id int64, lane Lane, payload any) error {
 	if payload == nil {
 		payload = struct{}{}
 	}
-	p, err := json.Marshal(payload)
-	if err != nil {
-		return err
-	}
-	data, err := json.Marshal(Frame{V: 1, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID, Payload: p})
+	data, err := irisv1.Marshal(irisv1.Envelope{V: irisv1.Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, payload)
 	if err != nil {
 		return err
 	}
@@ -252,12 +294,11 @@ func (c *Conn) readFrame(ctx context.Context) (Frame, error) {
 	if typ == websocket.MessageBinary {
 		return Frame{Raw: data, Binary: true}, nil
 	}
-	var f Frame
-	if err := json.Unmarshal(data, &f); err != nil {
+	var env irisv1.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
 		return Frame{}, fmt.Errorf("client: malformed frame from server: %w", err)
 	}
-	f.Raw = data
-	return f, nil
+	return Frame{Envelope: env, Raw: data}, nil
 }
 
 func (c *Conn) readLoop() {
@@ -295,4 +336,4 @@ func (c *Conn) readLoop() {
 
 // isAnswer tells a request's final answer from frames that carry its id on
 // the way (the media.pull header comes before the bytes and its end frame).
-func isAnswer(typ string) bool { return typ != "media.pull" }
+func isAnswer(typ irisv1.FrameType) bool { return typ != irisv1.TypeMediaPull }

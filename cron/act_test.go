@@ -93,7 +93,7 @@ func TestAddTarget(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
 	now := time.Now()
-	err := st.Write(ctx, func(tx *store.Tx) error {
+	err := st.Write(ctx, func(tx store.Tx) error {
 		if err := tx.PutChannel(core.Channel{ChatID: "c_ops", Name: "Ops", Kind: core.KindChannel}); err != nil {
 			return err
 		}

@@ -64,7 +64,7 @@ type Runner func(ctx context.Context, j store.CronJob, done func(error)) error
 
 // Scheduler fires due jobs.
 type Scheduler struct {
-	st  *store.Store
+	st  Store
 	run Runner
 	log *slog.Logger
 	// Now is the clock; tests inject one.
@@ -83,7 +83,7 @@ type Scheduler struct {
 
 // New makes a scheduler; Run drives it. Make it before the gateway queues
 // any cron turn.
-func New(st *store.Store, run Runner, log *slog.Logger) *Scheduler {
+func New(st Store, run Runner, log *slog.Logger) *Scheduler {
 	owed, err := st.OwedCronRuns(context.Background())
 	return &Scheduler{st: st, run: run, log: log, Now: time.Now, owed: owed, owedErr: err}
 }
@@ -94,7 +94,7 @@ func (s *Scheduler) Add(ctx context.Context, j store.CronJob) (store.CronJob, er
 }
 
 // Add validates and stores a new job (the CLI uses it without a scheduler).
-func Add(ctx context.Context, st *store.Store, j store.CronJob, now time.Time) (store.CronJob, error) {
+func Add(ctx context.Context, st Store, j store.CronJob, now time.Time) (store.CronJob, error) {
 	if strings.TrimSpace(j.Prompt) == "" && strings.TrimSpace(j.Text) == "" {
 		return j, core.Errorf(core.CodeUnsupported, "a job needs a prompt or a text")
 	}
@@ -116,7 +116,7 @@ func Add(ctx context.Context, st *store.Store, j store.CronJob, now time.Time) (
 }
 
 // checkTarget makes sure a job posts into a lane that exists (Target).
-func checkTarget(ctx context.Context, st *store.Store, j *store.CronJob) error {
+func checkTarget(ctx context.Context, st Directory, j *store.CronJob) error {
 	lane, err := Target(ctx, st, core.Lane{ChatID: j.ChatID, ThreadID: j.ThreadID})
 	j.ChatID, j.ThreadID = lane.ChatID, lane.ThreadID
 	return err
@@ -127,7 +127,7 @@ func checkTarget(ctx context.Context, st *store.Store, j *store.CronJob) error {
 // chat naming a thread is taken as that thread of its parent. It says
 // what was not found; the lane's channel and thread exist when it does
 // not fail. Deliveries (irisgate send) name their target the same way.
-func Target(ctx context.Context, st *store.Store, l core.Lane) (core.Lane, error) {
+func Target(ctx context.Context, st Directory, l core.Lane) (core.Lane, error) {
 	if l.ChatID == "" {
 		l.ChatID = core.DefaultChatID
 	}
@@ -159,7 +159,7 @@ func Target(ctx context.Context, st *store.Store, l core.Lane) (core.Lane, error
 }
 
 // channelNamed finds the one channel or thread called name.
-func channelNamed(ctx context.Context, st *store.Store, name string) (core.Channel, error) {
+func channelNamed(ctx context.Context, st Directory, name string) (core.Channel, error) {
 	chs, err := st.Channels(ctx)
 	if err != nil {
 		return core.Channel{}, err
@@ -371,7 +371,7 @@ const (
 // Act pauses, resumes, removes or runs a job (action is one of the Act
 // constants; "remove" is taken for rm) and returns the job as it is after:
 // as it was, for a removal. An unknown id is a CodeNotFound error.
-func Act(ctx context.Context, st *store.Store, action, id string, now time.Time) (store.CronJob, error) {
+func Act(ctx context.Context, st Store, action, id string, now time.Time) (store.CronJob, error) {
 	if action == "remove" {
 		action = ActRemove
 	}
@@ -407,7 +407,7 @@ func Act(ctx context.Context, st *store.Store, action, id string, now time.Time)
 }
 
 // RunNow makes a job due at once (irisgate cron run, /cron run).
-func RunNow(ctx context.Context, st *store.Store, id string, now time.Time) error {
+func RunNow(ctx context.Context, st Store, id string, now time.Time) error {
 	_, err := Act(ctx, st, ActRun, id, now)
 	return err
 }

@@ -205,7 +205,7 @@ func TestOwedRunsRunOnceAtStart(t *testing.T) {
 	// moment it is queued; it never gets to start here.
 	queue := func(ctx context.Context, j store.CronJob, done func(error)) error {
 		runs = append(runs, j.Name)
-		return st.Write(ctx, func(tx *store.Tx) error {
+		return st.Write(ctx, func(tx store.Tx) error {
 			return tx.QueueTurn(core.Lane{ChatID: j.ChatID}, store.CronTurnID(j.ID))
 		})
 	}
@@ -232,7 +232,7 @@ func TestOwedRunsRunOnceAtStart(t *testing.T) {
 	owed, _ := st.OwedCronRuns(ctx)
 	for _, q := range owed {
 		if q.CronJob == running.ID {
-			st.Write(ctx, func(tx *store.Tx) error { return tx.StartTurn(q.MessageID) })
+			st.Write(ctx, func(tx store.Tx) error { return tx.StartTurn(q.MessageID) })
 		}
 	}
 	st.Close()
@@ -297,7 +297,7 @@ func TestRunsQueuedByThisRunAreNotOwed(t *testing.T) {
 	}
 	// Queued by this run of the gateway (say /cron run, or a test calling
 	// the runner) before the scheduler's first tick.
-	if err := st.Write(ctx, func(tx *store.Tx) error {
+	if err := st.Write(ctx, func(tx store.Tx) error {
 		return tx.QueueTurn(core.Lane{ChatID: j.ChatID}, store.CronTurnID(j.ID))
 	}); err != nil {
 		t.Fatal(err)

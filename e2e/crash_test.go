@@ -53,7 +53,7 @@ func TestCrashMidStream(t *testing.T) {
 	}
 	defer tab1.CloseNow()
 	rTab1 := record(t, "tablet#1", tab1.Events())
-	preCursors := []int64{tab1.Welcome().SyncCursor}
+	preCursors := []int64{tab1.HelloAck().SyncCursor}
 	f, err := tab1.Request(ctx, "channel.create", client.Lane{}, map[string]any{"name": "crash lane", "kind": "channel"})
 	if err != nil {
 		t.Fatalf("channel.create: %v", err)
@@ -80,7 +80,7 @@ func TestCrashMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("phone connect: %v", err)
 	}
-	preCursors = append(preCursors, pc.Welcome().SyncCursor)
+	preCursors = append(preCursors, pc.HelloAck().SyncCursor)
 	if phone.Cursor() == 0 {
 		t.Fatalf("phone cursor is 0 after connecting to a gateway whose head is past 0")
 	}
@@ -133,7 +133,7 @@ func TestCrashMidStream(t *testing.T) {
 	rPhone.waitFor(20*time.Second, "both long replies streaming", streamedEnough)
 
 	// A sync mid-stream: the tablet's cursor moves to the head of now.
-	f, err = tab1.Request(ctx, "sync", client.Lane{}, map[string]any{"cursor": tab1.Welcome().SyncCursor})
+	f, err = tab1.Request(ctx, "sync", client.Lane{}, map[string]any{"cursor": tab1.HelloAck().SyncCursor})
 	if err != nil {
 		t.Fatalf("tablet sync before the crash: %v", err)
 	}
@@ -185,15 +185,15 @@ func TestCrashMidStream(t *testing.T) {
 	}
 	defer tab2.CloseNow()
 	rTab2 := record(t, "tablet#2", tab2.Events())
-	if c := tab2.Welcome().SyncCursor; c < preMax {
+	if c := tab2.HelloAck().SyncCursor; c < preMax {
 		t.Errorf("hello.ack sync_cursor after the restart = %d, below %d seen before the crash", c, preMax)
 	}
 	f, err = tab2.Request(ctx, "sync", client.Lane{}, map[string]any{"cursor": tabCursor})
 	if err != nil {
 		t.Fatalf("tablet sync after the restart: %v", err)
 	}
-	if c := num(t, f, "cursor"); c < preMax || c < tab2.Welcome().SyncCursor {
-		t.Errorf("sync.done cursor after the restart = %d; before the crash %d was seen, hello.ack said %d", c, preMax, tab2.Welcome().SyncCursor)
+	if c := num(t, f, "cursor"); c < preMax || c < tab2.HelloAck().SyncCursor {
+		t.Errorf("sync.done cursor after the restart = %d; before the crash %d was seen, hello.ack said %d", c, preMax, tab2.HelloAck().SyncCursor)
 	}
 
 	// Every interrupted reply ends with a message.stop, and its lane gets
@@ -225,8 +225,8 @@ func TestCrashMidStream(t *testing.T) {
 			}
 		}
 	}
-	if c, err := phone.Conn(ctx); err == nil && c.Welcome().SyncCursor < preMax {
-		t.Errorf("phone: hello.ack sync_cursor %d after the restart, below %d seen before the crash", c.Welcome().SyncCursor, preMax)
+	if c, err := phone.Conn(ctx); err == nil && c.HelloAck().SyncCursor < preMax {
+		t.Errorf("phone: hello.ack sync_cursor %d after the restart, below %d seen before the crash", c.HelloAck().SyncCursor, preMax)
 	}
 	if c := phone.Cursor(); c < preMax {
 		t.Errorf("phone: client cursor %d after the restart, below %d seen before the crash", c, preMax)
@@ -325,7 +325,7 @@ func TestCrashMidStream(t *testing.T) {
 	for id, text := range stopText {
 		t.Logf("interrupted reply %s (%v) recovered with %d words", id, interrupted[id], len(strings.Fields(text)))
 	}
-	t.Logf("cursor before the crash %d, after: tablet hello.ack %d; frames: tablet %d+%d, phone %d", preMax, tab2.Welcome().SyncCursor, len(preTab), len(tabAfter), len(phoneAll))
+	t.Logf("cursor before the crash %d, after: tablet hello.ack %d; frames: tablet %d+%d, phone %d", preMax, tab2.HelloAck().SyncCursor, len(preTab), len(tabAfter), len(phoneAll))
 	if !strings.Contains(p2.output(), "finished a reply interrupted by a crash") {
 		t.Errorf("the restarted gateway did not log recovering the interrupted replies")
 	}
@@ -438,7 +438,7 @@ func TestCrashWhileBusy(t *testing.T) {
 	}
 	defer c1.CloseNow()
 	r1 := record(t, "phone#1", c1.Events())
-	cursor := c1.Welcome().SyncCursor
+	cursor := c1.HelloAck().SyncCursor
 	if _, err := c1.Request(ctx, "message.send", def, map[string]any{"text": "never answered"}); err != nil {
 		t.Fatalf("message.send: %v", err)
 	}

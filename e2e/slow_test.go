@@ -229,7 +229,7 @@ func TestSlowConsumer(t *testing.T) {
 			t.Fatalf("%s dial: %v", id, err)
 		}
 		defer c.CloseNow()
-		sd := &slowDev{id: id, c: c, cursor: c.Welcome().SyncCursor}
+		sd := &slowDev{id: id, c: c, cursor: c.HelloAck().SyncCursor}
 		g.App.Hub.Each(func(hc *hub.Conn) {
 			if hc.DeviceID == id {
 				sd.conn = hc

@@ -37,7 +37,7 @@ const MobileDevicePrefix = "mobile:"
 // only after a delay, so guessing is slow while the owner's devices are
 // never locked out.
 type Auth struct {
-	st     *store.Store
+	st     TokenStore
 	fixed  []byte // hash of IRISGATE_TOKEN, when set
 	log    *slog.Logger
 	fails  *failures
@@ -84,10 +84,10 @@ func (l *AuthLimits) defaults() {
 
 // NewAuth makes an authenticator; fixed, when not empty, is a token that
 // is always valid.
-func NewAuth(st *store.Store, fixed string) *Auth { return NewAuthWith(st, AuthConfig{Fixed: fixed}) }
+func NewAuth(st TokenStore, fixed string) *Auth { return NewAuthWith(st, AuthConfig{Fixed: fixed}) }
 
 // NewAuthWith makes an authenticator.
-func NewAuthWith(st *store.Store, cfg AuthConfig) *Auth {
+func NewAuthWith(st TokenStore, cfg AuthConfig) *Auth {
 	cfg.Limits.defaults()
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -314,7 +314,7 @@ func ValidBinding(deviceID string) error {
 
 // CreateToken mints a device token, stores its hash and returns the token
 // (shown once) with its record.
-func CreateToken(ctx context.Context, st *store.Store, name, deviceID string) (string, store.Token, error) {
+func CreateToken(ctx context.Context, st TokenStore, name, deviceID string) (string, store.Token, error) {
 	var b [24]byte
 	rand.Read(b[:])
 	tok := "igt_" + hex.EncodeToString(b[:])

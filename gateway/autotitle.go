@@ -10,11 +10,14 @@ package gateway
 //
 // Which model names the thread: the lane's own (its /model choice, or the
 // --fast-model when one is set, the cheaper one for a one-line job), over
-// the model backend's OpenAI-compatible endpoint. The Hermes bridge is no
-// such endpoint (a run there is a whole agent with tools and memory), so a
-// Hermes lane uses the first model provider configured beside it, and with
-// Hermes alone there are no model titles. Neither are there with the demo
-// echo agent, which has no model: its threads keep their instant titles.
+// the model backend's OpenAI-compatible endpoint, through the backend's
+// own HTTP client (Config.ModelHTTPClient: its CA, proxy and timeouts).
+// The Hermes bridge is no such endpoint (a run there is a whole agent with
+// tools and memory), and a Hermes lane's words go nowhere but Hermes
+// unless the owner said so: only with Config.AutoTitleHermes
+// (--auto-title-hermes) is such a thread named by the first model provider
+// configured beside Hermes. Otherwise, with Hermes alone, and with the
+// demo echo agent (which has no model), threads keep their instant titles.
 
 import (
 	"context"
@@ -62,6 +65,26 @@ const titleSystemPrompt = "You name conversations. Reply with a title for the co
 type titles struct {
 	mu   sync.Mutex
 	busy map[core.Lane]bool
+	// done is closed when the last title out has ended; nil while none is.
+	done chan struct{}
+}
+
+// TitlesDone returns once no auto-thread title is being asked for: each
+// has ended, and the rename it made, if any, is published. Tests wait on
+// it before they assert that no rename came; ctx bounds the wait.
+func (g *Gateway) TitlesDone(ctx context.Context) error {
+	g.titles.mu.Lock()
+	done := g.titles.done
+	g.titles.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // errTitleKept ends a rename that no longer applies: the thread was
@@ -83,11 +106,21 @@ func (g *Gateway) autoTitle(lk core.Lane, first, reply core.Message) {
 	if g.titles.busy == nil {
 		g.titles.busy = make(map[core.Lane]bool)
 	}
+	if len(g.titles.busy) == 0 {
+		g.titles.done = make(chan struct{})
+	}
+	if len(g.titles.busy) == 0 {
+		g.titles.done = make(chan struct{})
+	}
 	g.titles.busy[lk] = true
 	g.titles.mu.Unlock()
 	done := func() {
 		g.titles.mu.Lock()
 		delete(g.titles.busy, lk)
+		if len(g.titles.busy) == 0 {
+			close(g.titles.done)
+			g.titles.done = nil
+		}
 		g.titles.mu.Unlock()
 	}
 	// Under the turn runner's lifetime: shutdown cancels it, and waits.
@@ -115,7 +148,7 @@ func (g *Gateway) retitle(ctx context.Context, lk core.Lane, instant, question, 
 	if !ok {
 		return errTitleKept
 	}
-	raw, err := askTitle(ctx, prov, model, question, answer)
+	raw, err := askTitle(ctx, g.cfg.ModelHTTPClient, prov, model, question, answer)
 	if err != nil {
 		return err
 	}
@@ -127,7 +160,7 @@ func (g *Gateway) retitle(ctx context.Context, lk core.Lane, instant, question, 
 		return nil
 	}
 	var out core.Channel
-	return g.commit(ctx, func(tx *store.Tx) error {
+	return g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(lk.ThreadID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errTitleKept
@@ -147,7 +180,8 @@ func (g *Gateway) retitle(ctx context.Context, lk core.Lane, instant, question, 
 }
 
 // titleModel picks the endpoint and model that name lane lk's thread; ok
-// is false when there is none (the echo agent, Hermes alone).
+// is false when there is none (the echo agent, Hermes alone, a Hermes lane
+// without AutoTitleHermes).
 func (g *Gateway) titleModel(ctx context.Context, lk core.Lane) (agent.Provider, string, bool) {
 	b, ok := g.cfg.Agent.(agent.Backend)
 	if !ok {
@@ -159,8 +193,15 @@ func (g *Gateway) titleModel(ctx context.Context, lk core.Lane) (agent.Provider,
 		set.Model = g.cfg.FastModel
 	}
 	prov, mi := b.Resolve(set)
-	if prov.ID != agent.HermesProviderID && prov.BaseURL != "" && mi.ID != "" {
+	if prov.ID != agent.HermesProviderID {
+		// The lane's own provider, the one the person's words go to anyway.
+		if prov.BaseURL == "" || mi.ID == "" {
+			return agent.Provider{}, "", false
+		}
 		return prov, mi.ID, true
+	}
+	if !g.cfg.AutoTitleHermes {
+		return agent.Provider{}, "", false // another provider would read a Hermes lane's words unasked
 	}
 	for _, p := range b.Providers() {
 		if p.ID != agent.HermesProviderID && p.BaseURL != "" && len(p.Models) > 0 {
@@ -176,14 +217,20 @@ func (g *Gateway) titleModel(ctx context.Context, lk core.Lane) (agent.Provider,
 
 // askTitle asks an OpenAI-compatible endpoint for a title, streaming (what
 // every such server speaks) and without tools: a title request can do
-// nothing but answer. What it reads is bounded in bytes and in time.
-func askTitle(ctx context.Context, p agent.Provider, model, question, answer string) (string, error) {
+// nothing but answer. It goes through hc, the model backend's HTTP client
+// (nil: the OpenAI client's default, as the backend's). What it reads is
+// bounded in bytes and in time.
+func askTitle(ctx context.Context, hc *http.Client, p agent.Provider, model, question, answer string) (string, error) {
 	key := p.APIKey
 	if key == "" {
 		key = "none" // local servers need no key, the client insists on one
 	}
-	client := openai.NewClient(option.WithBaseURL(p.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(1),
-		option.WithHTTPClient(&http.Client{Transport: capped{http.DefaultTransport, titleBody}}))
+	opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(1),
+		option.WithMiddleware(capBody(titleBody))}
+	if hc != nil {
+		opts = append(opts, option.WithHTTPClient(hc))
+	}
+	client := openai.NewClient(opts...)
 	convo := "<conversation>\nPerson: " + cutRunes(question, titleInput) + "\n\nAssistant: " + cutRunes(answer, titleInput) + "\n</conversation>"
 	st := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 		Model:               shared.ChatModel(model),
@@ -263,19 +310,18 @@ func cutRunes(s string, n int) string {
 	return s
 }
 
-// capped is a transport whose response bodies end in an error past max
-// bytes: a provider cannot make a title request hold much memory.
-type capped struct {
-	rt  http.RoundTripper
-	max int64
-}
-
-func (c capped) RoundTrip(r *http.Request) (*http.Response, error) {
-	res, err := c.rt.RoundTrip(r)
-	if err == nil {
-		res.Body = &cappedBody{ReadCloser: res.Body, left: c.max}
+// capBody makes response bodies end in an error past max bytes: a
+// provider cannot make a title request hold much memory. It is a
+// middleware, not a transport, so the model backend's client is used as
+// it is.
+func capBody(max int64) option.Middleware {
+	return func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		res, err := next(r)
+		if err == nil && res.Body != nil {
+			res.Body = &cappedBody{ReadCloser: res.Body, left: max}
+		}
+		return res, err
 	}
-	return res, err
 }
 
 var errTitleTooLong = errors.New("the title response is longer than a title response can be")

@@ -19,8 +19,9 @@ import (
 // picker push, the most urgent; cron posts and deliveries say so in their
 // kind. A picker a device opened for itself with a command (/model,
 // /reasoning, /fast, /new) wakes nobody: the device that asked is there,
-// and no other device needs to be called for it.
-func wakes(ev *core.Event) (push.Note, bool) {
+// and no other device needs to be called for it. channel names a chat,
+// for a delivery's title (nil: not needed, only whether it wakes).
+func wakes(ev *core.Event, channel func(chatID string) string) (push.Note, bool) {
 	n := push.Note{ChatID: ev.Lane.ChatID, ThreadID: ev.Lane.ThreadID, Cursor: ev.Cursor, Collapse: ev.Lane.String()}
 	switch ev.Type {
 	case core.EvMessageStop:
@@ -40,7 +41,18 @@ func wakes(ev *core.Event) (push.Note, bool) {
 		case core.RoleAssistant:
 			n.Kind, n.Title = push.KindMessage, "Agent"
 		case core.RoleCron:
+			// Titled as its notification is: a cron post with its job's
+			// name (its model is "cron: NAME"), a delivery (irisgate send,
+			// POST /api/send: no job, the wire's model "delivery") with
+			// its channel's.
 			n.Kind, n.Title = push.KindCron, "Cron"
+			if job, ok := strings.CutPrefix(ev.Message.Model, "cron: "); ok && strings.TrimSpace(job) != "" {
+				n.Title = job
+			} else if channel != nil {
+				if name := channel(ev.Lane.ChatID); name != "" {
+					n.Title = name
+				}
+			}
 		default:
 			return n, false
 		}
@@ -100,7 +112,13 @@ func (g *Gateway) pushLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-g.toPush:
-			n, _ := wakes(ev)
+			n, _ := wakes(ev, func(chatID string) string {
+				ch, err := g.st.Channel(ctx, chatID)
+				if err != nil {
+					return ""
+				}
+				return ch.Name
+			})
 			devs, err := g.st.PushDevices(ctx)
 			if err != nil {
 				continue
@@ -122,7 +140,7 @@ func (g *Gateway) notePush(ev *core.Event) {
 	if !g.cfg.Pusher.Enabled() {
 		return
 	}
-	if _, ok := wakes(ev); !ok {
+	if _, ok := wakes(ev, nil); !ok {
 		return
 	}
 	select {
@@ -182,7 +200,7 @@ func (g *Gateway) postCron(ctx context.Context, lk core.Lane, j store.CronJob, t
 		return nil
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return err
 	}

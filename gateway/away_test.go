@@ -18,6 +18,14 @@ func TestWakes(t *testing.T) {
 	msg := func(role, text string, media ...core.Media) *core.Message {
 		return &core.Message{ID: "m_1", Role: role, Text: text, Media: media}
 	}
+	cronPost := func(text string) *core.Message {
+		m := msg(core.RoleCron, text)
+		m.Model = "cron: standup"
+		return m
+	}
+	channels := map[string]string{"chan_1": "Inbox"}
+	channel := func(id string) string { return channels[id] }
+	titles := map[string]string{"cron post": "standup", "delivery": "Inbox", "delivered file": "Inbox"}
 	file := core.Media{ID: "md_1", Filename: "chart.png"}
 	for _, tc := range []struct {
 		name       string
@@ -28,7 +36,10 @@ func TestWakes(t *testing.T) {
 		{"final reply of a file alone", &core.Event{Type: core.EvMessageStop, Message: msg(core.RoleAssistant, "", file)}, "message", "📎 chart.png"},
 		{"empty final reply", &core.Event{Type: core.EvMessageStop, Message: msg(core.RoleAssistant, "  ")}, "", ""},
 		{"assistant message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleAssistant, "Here.")}, "message", "Here."},
-		{"cron message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "Standup time")}, "cron", "Standup time"},
+		// A cron post is titled with its job, a delivery (no job) with
+		// its channel, as their notifications are.
+		{"cron post", &core.Event{Type: core.EvMessage, Message: cronPost("Standup time")}, "cron", "Standup time"},
+		{"delivery", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "Backup done")}, "cron", "Backup done"},
 		{"delivered file", &core.Event{Type: core.EvMessage, Message: msg(core.RoleCron, "", file)}, "cron", "📎 chart.png"},
 		{"the person's own message", &core.Event{Type: core.EvMessage, Message: msg(core.RoleUser, "hi")}, "", ""},
 		{"a system line", &core.Event{Type: core.EvMessage, Message: msg(core.RoleSystem, "Kept the session")}, "", ""},
@@ -54,7 +65,7 @@ func TestWakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := tc.ev
 			ev.Lane, ev.Cursor = lane, 41
-			n, ok := wakes(ev)
+			n, ok := wakes(ev, channel)
 			if ok != (tc.kind != "") {
 				t.Fatalf("wakes = %v, want %v", ok, tc.kind != "")
 			}
@@ -64,6 +75,9 @@ func TestWakes(t *testing.T) {
 			if n.Kind != tc.kind || n.Body != tc.body || n.Cursor != 41 || n.ChatID != "chan_1" || n.Collapse != "chan_1" {
 				t.Fatalf("note = %+v, want kind %q body %q at cursor 41, collapsed on the lane", n, tc.kind, tc.body)
 			}
+			if want, ok := titles[tc.name]; ok && n.Title != want {
+				t.Fatalf("title %q, want %q", n.Title, want)
+			}
 			// A message's push names it, so the app can open it and skip it
 			// when sync replays it.
 			if m := tc.ev.Message; m != nil && n.MessageID != m.ID {
@@ -71,14 +85,14 @@ func TestWakes(t *testing.T) {
 			}
 			// Not in the outbox, no cursor to report: no push.
 			ev.Cursor = 0
-			if _, ok := wakes(ev); ok {
+			if _, ok := wakes(ev, channel); ok {
 				t.Fatal("an event without a cursor woke a device")
 			}
 		})
 	}
 	// A thread is a lane of its own: its pushes collapse apart.
 	ev := &core.Event{Type: core.EvMessageStop, Lane: thread, Cursor: 7, Message: msg(core.RoleAssistant, "in the thread")}
-	if n, ok := wakes(ev); !ok || n.ThreadID != "t_1" || n.Collapse == "chan_1" {
+	if n, ok := wakes(ev, channel); !ok || n.ThreadID != "t_1" || n.Collapse == "chan_1" {
 		t.Fatalf("thread note = %+v %v", n, ok)
 	}
 }

@@ -51,7 +51,7 @@ func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, pa
 	default:
 		return core.Errorf(core.CodeUnsupported, "kind must be \"channel\" or \"thread\", not %q", kind)
 	}
-	return g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(c) },
+	return g.commit(ctx, func(tx store.Tx) error { return tx.PutChannel(c) },
 		&core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.Reply()})
 }
 
@@ -85,7 +85,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 	var out core.Channel
 	var lost []string // entries the default flag moves away from
 	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.Reply()}
-	err := g.commit(ctx, func(tx *store.Tx) error {
+	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
 			return notFound(err, "unknown chat_id "+quote(chatID))
@@ -146,7 +146,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 	// one would show two defaults.
 	for _, id := range lost {
 		var c core.Channel
-		if err := g.commit(ctx, func(tx *store.Tx) error {
+		if err := g.commit(ctx, func(tx store.Tx) error {
 			var err error
 			c, err = tx.Channel(id)
 			return err
@@ -163,7 +163,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string) error {
 	var gone []core.Channel
 	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.Reply()}
-	err := g.commit(ctx, func(tx *store.Tx) error {
+	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
 			return notFound(err, "unknown chat_id "+quote(chatID))

@@ -63,7 +63,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
 		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.PutChannel(th) },
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.PutChannel(th) },
 			&core.Event{Type: core.EvChannelCreated, Channel: &th}); err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
-	if err := g.commit(ctx, func(tx *store.Tx) error {
+	if err := g.commit(ctx, func(tx store.Tx) error {
 		if err := attach(tx, from.DeviceID(), refs, &m); err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lk, ids) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.DeleteMessages(lk, ids) },
 		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.Reply()}); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	}
 	dev := from.DeviceID()
 	now := time.Now().UnixMilli()
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
 		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func (d *FileDelivery) Post(ctx context.Context, caption string) (core.Message, 
 		m.Media = append(m.Media, f)
 	}
 	err := d.batch.Commit(ctx, func([]core.Media) error {
-		return d.g.commit(ctx, func(tx *store.Tx) error {
+		return d.g.commit(ctx, func(tx store.Tx) error {
 			for _, f := range m.Media {
 				if err := tx.PutBlob(f.SHA256, f.Size); err != nil {
 					return err

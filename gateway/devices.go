@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -58,6 +59,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 		return nil, Welcome{}, err
 	}
 	c.Token = d.Token // before the connection serves a frame
+	g.presence.changed()
 	if old != nil {
 		old.Close(hub.ErrReplaced)
 	}
@@ -66,9 +68,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	// this connection live, every frame at or below it can be synced.
 	if w.SyncCursor, err = g.st.OutboxHead(ctx); err == nil {
 		if w.Channels, err = g.st.Channels(ctx); err == nil {
-			var sd store.Device
-			sd, err = g.st.Device(ctx, d.ID)
-			w.LastPushedCursor = sd.LastPushedCursor
+			w.LastPushedCursor, err = g.st.LastPushed(ctx, d.ID)
 		}
 	}
 	if err != nil {
@@ -83,6 +83,35 @@ func (g *Gateway) Disconnect(c *hub.Conn) {
 	g.dropUploads(c) // partial files go with the connection
 	g.hub.Remove(c)
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
+	g.presence.changed()
+}
+
+// Presence returns a channel closed at the next connect or disconnect of
+// any device: a waiter takes it, checks hub.Online, and waits on it.
+func (g *Gateway) Presence() <-chan struct{} { return g.presence.next() }
+
+// presence signals connects and disconnects to those waiting for one.
+type presence struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (p *presence) next() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch == nil {
+		p.ch = make(chan struct{})
+	}
+	return p.ch
+}
+
+func (p *presence) changed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch != nil {
+		close(p.ch)
+		p.ch = nil
+	}
 }
 
 // greet queues what a device gets right after its hello reply: the

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -53,13 +54,23 @@ type Config struct {
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
 	ReplayCache int
+	// ModelHTTPClient is the model backend's HTTP client (what
+	// agent.ModelConfig.HTTPClient holds): auto-thread titles go to the
+	// model's endpoint through it too, with its CA, proxy and timeouts.
+	// nil: the OpenAI client's default, as for the model backend.
+	ModelHTTPClient *http.Client
+	// AutoTitleHermes lets a Hermes lane's auto-threads be named by the
+	// first model provider configured beside Hermes. Off by default: the
+	// thread's first question and reply would go to that provider (maybe a
+	// cloud one) without the person having chosen it.
+	AutoTitleHermes bool
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
 // to a socket itself.
 type Gateway struct {
 	cfg Config
-	st  *store.Store
+	st  Store
 	hub *hub.Hub
 	log *slog.Logger
 
@@ -77,10 +88,12 @@ type Gateway struct {
 
 	turns  *turn.Runner
 	titles titles // auto-thread titles being asked for (autotitle.go)
+
+	presence presence // who connects and leaves (devices.go)
 }
 
 // New makes a gateway. Call Run to start it.
-func New(st *store.Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
+func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Agent == nil {
 		cfg.Agent = &agent.Echo{}
 	}
@@ -128,7 +141,7 @@ func (g *Gateway) RecoverErr() error { return g.recoverErr }
 func (g *Gateway) Hub() *hub.Hub { return g.hub }
 
 // Store returns the gateway's store.
-func (g *Gateway) Store() *store.Store { return g.st }
+func (g *Gateway) Store() Store { return g.st }
 
 // Agent returns the agent backend in use.
 func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }
@@ -177,12 +190,12 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 
 // commit applies fn and commits ev with it (commit.Log.Commit): it
 // returns once ev is published.
-func (g *Gateway) commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Event) error {
+func (g *Gateway) commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
 	return g.commits.Commit(ctx, fn, ev)
 }
 
 // commitLater queues a write without waiting for it (best effort).
-func (g *Gateway) commitLater(fn func(*store.Tx) error) { g.commits.CommitLater(fn) }
+func (g *Gateway) commitLater(fn func(store.Tx) error) { g.commits.CommitLater(fn) }
 
 // publish sends an ephemeral event to the devices now.
 func (g *Gateway) publish(ev *core.Event) { g.commits.Publish(ev) }
@@ -202,7 +215,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 	for _, m := range ms {
 		m.Stopped = true
 		ev := &core.Event{Type: core.EvMessageStop, Lane: m.Lane, Message: &m}
-		if err := g.commit(ctx, func(tx *store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
 			return err
 		}
 		idle[m.Lane] = true
@@ -218,14 +231,14 @@ func (g *Gateway) recover(ctx context.Context) error {
 			// It ran when the gateway stopped: what it said is kept above;
 			// running it again could repeat its tools' side effects.
 			idle[q.Lane] = true
-			if err := g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
+			if err := g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
 				return err
 			}
 			continue
 		}
 		m, err := g.st.Message(ctx, q.MessageID)
 		if err != nil {
-			g.commit(ctx, func(tx *store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
+			g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
 		queued = append(queued, turn.Pending{Msg: m})

@@ -139,7 +139,7 @@ func (g *Gateway) checkRefs(ctx context.Context, dev string, refs []string) ([]s
 
 // attach turns the refs into the message's media, inside the transaction
 // that stores it.
-func attach(tx *store.Tx, dev string, refs []string, m *core.Message) error {
+func attach(tx store.Tx, dev string, refs []string, m *core.Message) error {
 	for _, r := range refs {
 		md, err := tx.AttachUpload(dev, r, m.Lane, m.ID)
 		if err != nil {
@@ -173,7 +173,7 @@ func (g *Gateway) offerFile(ctx context.Context, lk core.Lane, messageID, path s
 	m, err := g.cfg.Media.Ingest(ctx, path, func(m core.Media) error {
 		m.ID, m.MessageID = id, messageID
 		offer := m
-		return g.commit(ctx, func(tx *store.Tx) error {
+		return g.commit(ctx, func(tx store.Tx) error {
 			if err := tx.PutBlob(m.SHA256, m.Size); err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func (g *Gateway) EnsureChannel(ctx context.Context, chatID, name string) (core.
 		return c, err
 	}
 	c = core.Channel{ChatID: chatID, Name: laneName(name, chatID), Kind: core.KindChannel}
-	err = g.commit(ctx, func(tx *store.Tx) error {
+	err = g.commit(ctx, func(tx store.Tx) error {
 		if _, err := tx.Channel(chatID); err == nil {
 			return errChannelExists // created meanwhile by a racing hello
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -93,7 +93,7 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 	}
 	now := time.Now().UnixMilli()
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, TS: now}
-	if err := g.commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+	if err := g.commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return m, err
 	}

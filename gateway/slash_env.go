@@ -64,7 +64,7 @@ func (e slashEnv) History(ctx context.Context, lk core.Lane, limit int) ([]core.
 }
 
 func (e slashEnv) ClearSession(ctx context.Context, lk core.Lane) error {
-	if err := e.g.commit(ctx, func(tx *store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
+	if err := e.g.commit(ctx, func(tx store.Tx) error { return tx.ClearConversation(lk) }, nil); err != nil {
 		return err
 	}
 	e.g.turns.ResetSession(lk)
@@ -73,7 +73,7 @@ func (e slashEnv) ClearSession(ctx context.Context, lk core.Lane) error {
 
 func (e slashEnv) Undo(ctx context.Context, lk core.Lane, user core.Message, after []string) error {
 	ids := append([]string{user.ID}, after...)
-	return e.g.commit(ctx, func(tx *store.Tx) error {
+	return e.g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (e slashEnv) Retry(ctx context.Context, from hub.Caller, user core.Message,
 	if len(after) > 0 {
 		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
 	}
-	if err := e.g.commit(ctx, func(tx *store.Tx) error {
+	if err := e.g.commit(ctx, func(tx store.Tx) error {
 		if err := tx.TruncateConversation(lk, user.ID); err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func (e slashEnv) Settings(ctx context.Context, lk core.Lane) record.LaneSetting
 }
 
 func (e slashEnv) SaveSettings(ctx context.Context, lk core.Lane, s record.LaneSettings) error {
-	return e.g.commit(ctx, func(tx *store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
+	return e.g.commit(ctx, func(tx store.Tx) error { return tx.SetLaneSettings(lk, s) }, nil)
 }
 
 func (e slashEnv) AgentSettings(lk core.Lane, s record.LaneSettings) agent.Settings {

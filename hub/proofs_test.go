@@ -10,9 +10,13 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
+	"github.com/irisgate/irisgate/store/storetest"
 )
 
-var _ hub.ProofStore = (*store.Store)(nil)
+var (
+	_ hub.ProofStore = (*store.Store)(nil)
+	_ hub.ProofStore = storetest.Store(nil) // the store contract covers it
+)
 
 type noFrames struct{}
 

@@ -46,7 +46,7 @@ func TestBatch(t *testing.T) {
 		if len(fs) != 2 {
 			t.Errorf("commit got %d files", len(fs))
 		}
-		return st.Write(ctx, func(tx *store.Tx) error {
+		return st.Write(ctx, func(tx store.Tx) error {
 			for _, f := range fs {
 				if err := tx.PutBlob(f.SHA256, f.Size); err != nil {
 					return err

@@ -78,7 +78,7 @@ func TestSharedBytesAndExpiry(t *testing.T) {
 	}
 	// "a" becomes an attachment; "b" expires.
 	lane := core.Lane{ChatID: "default"}
-	err := st.Write(ctx, func(tx *store.Tx) error {
+	err := st.Write(ctx, func(tx store.Tx) error {
 		if err := tx.InsertMessage(core.Message{ID: "m1", Lane: lane, Role: core.RoleUser, TS: 1}, false); err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func TestSharedBytesAndExpiry(t *testing.T) {
 		t.Fatalf("the attached file went with the expired ref: %v", got)
 	}
 	// The message goes: so does the file, and its directories.
-	if err := st.Write(ctx, func(tx *store.Tx) error { return tx.DeleteMessages(lane, []string{"m1"}) }); err != nil {
+	if err := st.Write(ctx, func(tx store.Tx) error { return tx.DeleteMessages(lane, []string{"m1"}) }); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := ms.Collect(ctx); n != 1 || err != nil {
@@ -218,7 +218,7 @@ func TestIngest(t *testing.T) {
 	var recorded core.Media
 	m, err := ms.Ingest(ctx, filepath.Join(dir, "noext"), func(m core.Media) error {
 		recorded = m
-		return st.Write(ctx, func(tx *store.Tx) error { return tx.PutBlob(m.SHA256, m.Size) })
+		return st.Write(ctx, func(tx store.Tx) error { return tx.PutBlob(m.SHA256, m.Size) })
 	})
 	if err != nil || m.Kind != "image" || m.Mime != "image/png" || m.Size != int64(len(png)) || m.SHA256 != hexsum(png) || recorded != m {
 		t.Fatalf("ingest: %+v %v", m, err)

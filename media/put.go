@@ -35,7 +35,7 @@ func (s *Store) Put(ctx context.Context, dev, ref string, m core.Media, r io.Rea
 	}
 	err = s.install(ctx, t, func(sha string) error {
 		d.SHA256 = sha
-		return s.st.Write(ctx, func(tx *store.Tx) error {
+		return s.st.Write(ctx, func(tx store.Tx) error {
 			if err := tx.PutBlob(sha, d.Size); err != nil {
 				return err
 			}

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/core"
-	"github.com/irisgate/irisgate/store"
 )
 
 // Limits bound what devices may store.
@@ -84,7 +83,7 @@ func (l *Limits) defaults() {
 type Store struct {
 	dir string // files live in dir/ab/cd/<sha256>
 	tmp string // uploads in progress
-	st  *store.Store
+	st  Index
 	lim Limits
 	log *slog.Logger
 
@@ -103,7 +102,7 @@ type Store struct {
 
 // Open opens the content store in dir, creating it. Uploads a previous run
 // left unfinished are removed: their devices are gone.
-func Open(dir string, st *store.Store, lim Limits, log *slog.Logger) (*Store, error) {
+func Open(dir string, st Index, lim Limits, log *slog.Logger) (*Store, error) {
 	lim.defaults()
 	if log == nil {
 		log = slog.Default()

@@ -223,7 +223,7 @@ func (s *Store) End(ctx context.Context, conn uint64, dev, ref, sum string) (cor
 	m := u.meta
 	m.SHA256 = sum
 	err := s.install(ctx, t, func(sha string) error {
-		return s.st.Write(ctx, func(tx *store.Tx) error {
+		return s.st.Write(ctx, func(tx store.Tx) error {
 			if err := tx.PutBlob(sha, m.Size); err != nil {
 				return err
 			}

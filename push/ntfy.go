@@ -27,12 +27,22 @@ import (
 // sequence_id and the X-Sequence-ID header): from v2.16 the ntfy apps
 // replace the lane's notification with it; older servers ignore both
 // (their JSON decoder drops unknown fields).
+//
+// ntfy keeps no field of its own for an app's data (a JSON publish's
+// unknown fields are dropped): the push's ids (chat_id, thread_id,
+// message_id, cursor) travel in the query of the click URL, the one the
+// notification opens when tapped. That is Click when set (an app's deep
+// link, say), else a link into the web app at App that opens the chat
+// (#/c/<lane>, the web app's route); with neither, no ids travel.
 type Ntfy struct {
 	Server string // e.g. https://ntfy.sh
 	Token  string // optional access token
 	// Click, when set, is the URL a tap opens; the push's ids are added
-	// to its query (chat_id, thread_id, message_id, cursor).
-	Click  string
+	// to its query.
+	Click string
+	// App is the web app's address (https://iris.example.com/): without
+	// Click, a tap opens the push's chat there.
+	App    string
 	Client *http.Client
 }
 
@@ -91,12 +101,23 @@ func (n *Ntfy) Send(ctx context.Context, topic string, note Note) error {
 // opens it (the web app, an app's deep link) lands in the right chat and
 // knows which cursor the push announced.
 func (n *Ntfy) click(note Note) string {
-	if n.Click == "" {
+	base, route := n.Click, ""
+	if base == "" {
+		base = n.App
+		if note.ChatID != "" {
+			lane := note.ChatID
+			if note.ThreadID != "" {
+				lane += "/" + note.ThreadID // the web app's laneKey
+			}
+			route = "/c/" + lane
+		}
+	}
+	if base == "" {
 		return ""
 	}
-	u, err := url.Parse(n.Click)
+	u, err := url.Parse(base)
 	if err != nil {
-		return n.Click
+		return base
 	}
 	q := u.Query()
 	set := func(k, v string) {
@@ -111,6 +132,10 @@ func (n *Ntfy) click(note Note) string {
 		set("cursor", strconv.FormatInt(note.Cursor, 10))
 	}
 	u.RawQuery = q.Encode()
+	if route != "" {
+		// As the web app writes it: '#/c/' + encodeURIComponent(lane).
+		u.Fragment, u.RawFragment = route, "/c/"+url.PathEscape(route[len("/c/"):])
+	}
 	return u.String()
 }
 

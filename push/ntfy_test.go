@@ -197,6 +197,26 @@ func TestNtfyBurstIsOneNotification(t *testing.T) {
 	}
 }
 
+// Issue 14 item 7: without --ntfy-click a tap opens the push's chat in
+// the web app (its #/c/<lane> route, the lane as the web app encodes it),
+// the ids in the query; with neither, the push has no click URL, and the
+// ids go nowhere.
+func TestNtfyClickOpensTheChatInTheWebApp(t *testing.T) {
+	for _, tc := range []struct{ app, want string }{
+		{"https://iris.example.com/", "https://iris.example.com/?chat_id=chan_1&cursor=110&message_id=m_1&thread_id=t_1#/c/chan_1%2Ft_1"},
+		{"https://example.com/iris/", "https://example.com/iris/?chat_id=chan_1&cursor=110&message_id=m_1&thread_id=t_1#/c/chan_1%2Ft_1"},
+		{"", ""},
+	} {
+		r := newNtfyRig(t, 0, func(n *Ntfy) { n.Click, n.App = "", tc.app })
+		r.device(t, "phone", "phone-topic")
+		r.enqueue(t, "phone", Note{Kind: KindMessage, Title: "Agent", Body: "Done.", ChatID: "chan_1", ThreadID: "t_1", MessageID: "m_1", Cursor: 110, Collapse: "chan_1/t_1"})
+		r.p.SendDue(context.Background())
+		if got := r.nt.Messages(); len(got) != 1 || got[0].Click != tc.want {
+			t.Fatalf("app %q: published %+v, want click %q", tc.app, got, tc.want)
+		}
+	}
+}
+
 // Issue 14 item 7: from v2.16 ntfy replaces a notification that has the
 // same sequence id. Each lane has one, so two bursts of one lane are one
 // notification, updated; the lane's questions have another, so an

@@ -114,7 +114,7 @@ type Config struct {
 // Pusher queues and sends pushes.
 type Pusher struct {
 	cfg      Config
-	st       *store.Store
+	st       Store
 	log      *slog.Logger
 	wake     chan struct{}
 	outcomes *prometheus.CounterVec
@@ -128,10 +128,12 @@ type Pusher struct {
 	// warned holds the backend/outcome pairs logged since the backend
 	// last worked: a wrong token is said once, not at every push.
 	warned map[string]bool
+	// changed is closed at the next change of the queue (Changed).
+	changed chan struct{}
 }
 
 // New makes a pusher; Run sends.
-func New(st *store.Store, log *slog.Logger, cfg Config) *Pusher {
+func New(st Store, log *slog.Logger, cfg Config) *Pusher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -188,8 +190,31 @@ func (p *Pusher) Enqueue(ctx context.Context, deviceID string, n Note) error {
 	}, now)
 	if err == nil {
 		p.poke()
+		p.change()
 	}
 	return err
+}
+
+// Changed returns a channel closed at the pusher's next change: a push
+// queued, or one tried (its outcome counted, recorded as sent, given up,
+// dropped or put back for a retry). A waiter takes it, checks what it
+// waits for, and waits on it.
+func (p *Pusher) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+func (p *Pusher) change() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 }
 
 func (p *Pusher) poke() {
@@ -344,6 +369,7 @@ func (p *Pusher) work(ctx context.Context, dev string, jobs []store.PushJob, don
 }
 
 func (p *Pusher) send(ctx context.Context, j store.PushJob) {
+	defer p.change()
 	// What a finished attempt records is recorded even when the gateway
 	// starts stopping right after it: a push sent must not be sent again.
 	book := context.WithoutCancel(ctx)
@@ -353,6 +379,14 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 	}
 	dev, err := p.st.Device(ctx, j.DeviceID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return // cut off by shutdown: it stays queued, untried
+		}
+		// A registration that does not decode (*store.CorruptError): the
+		// push backs off and is given up like a failing one, not tried
+		// again every second ahead of the other devices' pushes.
+		p.log.Warn("push: reading the device", "device", j.DeviceID, "err", err)
+		p.retry(book, j, []string{err.Error()}, nil)
 		return
 	}
 	n := Note{Title: j.Title, Body: j.Body, ChatID: j.ChatID, ThreadID: j.ThreadID, MessageID: j.MessageID,
@@ -399,6 +433,12 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 		p.st.DonePush(book, j)
 		return
 	}
+	p.retry(book, j, failures, failed)
+}
+
+// retry schedules another attempt of a push that failed, or gives it up
+// after maxAttempts; failed names the backends whose give-up is counted.
+func (p *Pusher) retry(book context.Context, j store.PushJob, failures, failed []string) {
 	if j.Attempts+1 >= maxAttempts {
 		p.log.Warn("push given up", "device", j.DeviceID, "attempts", j.Attempts+1, "err", strings.Join(failures, "; "))
 		for _, b := range failed {

@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -17,6 +18,25 @@ import (
 
 // wait is how long a test waits for an expected event.
 const wait = 10 * time.Second
+
+// waitChange waits until cond holds, checked at each change of the
+// pusher's queue, or fails.
+func waitChange(t *testing.T, p *Pusher, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		changed := p.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within %v", what, wait)
+		}
+	}
+}
 
 // Issue 14 item 9: a push service that never answers one device's
 // request delays no other device. The request is bounded here by an hour,
@@ -48,14 +68,10 @@ func TestOneHangingDeviceDelaysNoOther(t *testing.T) {
 		t.Fatalf("published %+v", got)
 	}
 	// The server has it; wait for the pusher to have its answer too.
-	for deadline := time.Now().Add(wait); ; time.Sleep(5 * time.Millisecond) {
-		if d, _ := st.Device(bg, "ok"); d.LastPushedCursor == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the working phone's push was never recorded")
-		}
-	}
+	waitChange(t, p, "the working phone's push recorded", func() bool {
+		d, _ := st.Device(bg, "ok")
+		return d.LastPushedCursor == 2
+	})
 	cancel()
 	select {
 	case <-ran:
@@ -196,4 +212,44 @@ func (w testWriter) Write(p []byte) (int, error) {
 // worker a pusher starts must be gone once its Run or SendDue returned.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// A device whose stored push registration does not decode (a damaged
+// file, a hand edit) costs the others nothing: their pushes go out, and
+// its own backs off like a failing push instead of being tried again at
+// every dispatch ahead of theirs.
+func TestUndecodableRegistrationBacksOff(t *testing.T) {
+	nt := fakentfy.New(t)
+	path := filepath.Join(t.TempDir(), "p.db")
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bg := context.Background()
+	st.SeeDevice(bg, store.Device{ID: "bad", NtfyTopic: "bad-topic"})
+	st.SeeDevice(bg, store.Device{ID: "ok", NtfyTopic: "ok-topic"})
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE devices SET webpush = '{"endpoint":' WHERE device_id = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	p := New(st, testLog(t), Config{Backends: []Backend{&Ntfy{Server: nt.URL}}, Content: ContentFull, Now: func() time.Time { return now }})
+	p.Enqueue(bg, "bad", Note{Kind: KindMessage, Body: "to the damaged device", Cursor: 1, Collapse: "default"})
+	p.Enqueue(bg, "ok", Note{Kind: KindMessage, Body: "to the working one", Cursor: 2, Collapse: "default"})
+	p.SendDue(bg)
+	if got := nt.Messages(); len(got) != 1 || got[0].Topic != "ok-topic" {
+		t.Fatalf("published %+v, want the working device's push alone", got)
+	}
+	if jobs, _ := st.DuePushes(bg, now, 10); len(jobs) != 0 {
+		t.Fatalf("due again at once: %+v", jobs)
+	}
+	jobs, _ := st.DuePushes(bg, now.Add(time.Hour), 10)
+	if len(jobs) != 1 || jobs[0].DeviceID != "bad" || jobs[0].Attempts != 1 || !strings.Contains(jobs[0].LastErr, "devices") {
+		t.Fatalf("kept %+v, want the damaged device's push with one attempt and its error", jobs)
+	}
 }

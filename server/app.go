@@ -51,6 +51,12 @@ type AppConfig struct {
 	AuthLimits gateway.AuthLimits
 	// Version is what the admin socket reports (irisgate version).
 	Version string
+	// ModelHTTPClient is the model backend's HTTP client (the one in its
+	// agent.ModelConfig), which auto-thread titles use too; nil: the
+	// OpenAI client's default. AutoTitleHermes lets the first model
+	// provider name a Hermes lane's threads (gateway.Config).
+	ModelHTTPClient *http.Client
+	AutoTitleHermes bool
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -76,6 +82,16 @@ type App struct {
 	wg     sync.WaitGroup
 	closed sync.Once
 }
+
+// The store fills every consumer's seam: the gateway's (its groups too),
+// the scheduler's, the pusher's and the content store's. A second store
+// (PostgreSQL, issue 18) is asserted the same way.
+var (
+	_ gateway.Store = (*store.Store)(nil)
+	_ cron.Store    = (*store.Store)(nil)
+	_ push.Store    = (*store.Store)(nil)
+	_ media.Index   = (*store.Store)(nil)
+)
 
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
@@ -158,7 +174,7 @@ func Open(cfg AppConfig) (*App, error) {
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
 		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
-		Media: a.Media,
+		Media: a.Media, ModelHTTPClient: cfg.ModelHTTPClient, AutoTitleHermes: cfg.AutoTitleHermes,
 	})
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})

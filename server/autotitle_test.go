@@ -7,13 +7,17 @@ package server_test
 // real WebSocket connections.
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/internal/fakehermes"
 	"github.com/irisgate/irisgate/internal/fakeopenai"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/server"
 )
 
 // autoThread sends text with auto_thread in the default channel and
@@ -27,6 +31,40 @@ func autoThread(t *testing.T, d *testgw.Device, text string) (client.Lane, []cli
 	lane := client.Lane{ChatID: "default", ThreadID: echo.ThreadID}
 	got := until(t, d, func(f client.Frame) bool { return f.Type == "agent.idle" && f.ThreadID == lane.ThreadID })
 	return lane, got
+}
+
+// titlesDone waits until the gateway has no title request out (each has
+// ended and published its rename, if it made one).
+func titlesDone(t *testing.T, g *testgw.GW) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	if err := g.App.GW.TitlesDone(ctx); err != nil {
+		t.Fatalf("the gateway's title requests did not end within %v", testgw.Wait)
+	}
+}
+
+// noRename asserts that no title renames a thread: once the title work
+// has ended, whatever it published for d is before a barrier's pong, or
+// among the frames d got already (a title runs beside the turn's end, so
+// its rename may come before the turn's agent.idle).
+func noRename(t *testing.T, g *testgw.GW, d *testgw.Device, got []client.Frame) {
+	t.Helper()
+	titlesDone(t, g)
+	none(t, d.ID, append(got, barrier(t, d)...), is(t, "channel.renamed"))
+}
+
+// renamed waits for thread id's rename on d, looking first among the
+// frames d got already: it may have come before the turn's agent.idle.
+func renamed(t *testing.T, d *testgw.Device, got []client.Frame, id string) client.Frame {
+	t.Helper()
+	match := is(t, "channel.renamed", "chat_id", id)
+	for _, f := range got {
+		if match(f) {
+			return f
+		}
+	}
+	return d.Expect("channel.renamed", match)
 }
 
 func threadName(t *testing.T, d *testgw.Device, id string) string {
@@ -52,7 +90,11 @@ func TestAutoThreadTitle(t *testing.T) {
 		t.Fatalf("the instant title is %s", cr.Raw)
 	}
 	for _, d := range []*testgw.Device{a, b} {
-		rn := d.Expect("channel.renamed", is(t, "channel.renamed", "chat_id", lane.ThreadID))
+		var before []client.Frame
+		if d == a {
+			before = got // a's frames up to the turn's end; b's are all to come
+		}
+		rn := renamed(t, d, before, lane.ThreadID)
 		e := entry(t, rn)
 		if e.Name != "Lisbon in May: three days" || e.Kind != "thread" || e.ParentChatID == nil || *e.ParentChatID != "default" || rn.ID != 0 {
 			t.Fatalf("%s: the rename is %s", d.ID, rn.Raw)
@@ -76,8 +118,7 @@ func TestAutoThreadTitle(t *testing.T) {
 	t.Run("the next reply does not rename it again", func(t *testing.T) {
 		a := a.In(t)
 		r.reply("Noted.")
-		agTurn(t, a, lane, "And a day trip?")
-		a.Quiet("channel.renamed", 300*time.Millisecond)
+		noRename(t, r.g, a, agTurn(t, a, lane, "And a day trip?"))
 		r.noMoreRequests(3)
 	})
 
@@ -91,7 +132,7 @@ func TestAutoThreadTitle(t *testing.T) {
 		mine := a.MustDo("channel.rename", client.Lane{ChatID: lane.ThreadID}, map[string]any{"name": "Kitchen money"})
 		until(t, a, reply(mine.ID))
 		close(hold)
-		a.Quiet("channel.renamed", 300*time.Millisecond)
+		noRename(t, r.g, a, nil) // the title was held until now
 		if n := threadName(t, a, lane.ThreadID); n != "Kitchen money" {
 			t.Fatalf("the thread is named %q after the late title", n)
 		}
@@ -117,9 +158,9 @@ func TestAutoThreadTitle(t *testing.T) {
 		a := a.In(t)
 		r.reply("Sure.")
 		r.script(fakeopenai.Script{Status: 500}, fakeopenai.Script{Status: 500}) // the request and its retry
-		lane, _ := autoThread(t, a, "Remind me about the plants")
+		lane, got := autoThread(t, a, "Remind me about the plants")
 		r.requests(11)
-		a.Quiet("channel.renamed", 300*time.Millisecond)
+		noRename(t, r.g, a, got)
 		if n := threadName(t, a, lane.ThreadID); n != "Remind me about the plants" {
 			t.Fatalf("the thread is named %q", n)
 		}
@@ -136,8 +177,8 @@ func TestAutoThreadTitle(t *testing.T) {
 		lane := client.Lane{ChatID: "default", ThreadID: echo.ThreadID}
 		a.Expect("message.update", func(f client.Frame) bool { return f.ThreadID == lane.ThreadID })
 		n := len(r.fake.Requests())
-		a.MustDo("agent.stop", lane, nil)
-		a.Quiet("channel.renamed", 300*time.Millisecond)
+		a.MustDo("agent.stop", lane, nil) // answered by the turn's agent.idle
+		noRename(t, r.g, a, nil)
 		r.noMoreRequests(n)
 	})
 
@@ -149,10 +190,16 @@ func TestAutoThreadTitle(t *testing.T) {
 		n := len(r.fake.Requests())
 		autoThread(t, a, "One more thing")
 		r.requests(n + 2) // the turn's, and the title's
-		start := time.Now()
-		r.g.Close()
-		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("the shutdown took %v with a title request out", d)
+		closed := make(chan struct{})
+		go func() { defer close(closed); r.g.Close() }()
+		// The fake holds the title request until the client hangs up, and
+		// the title's own timeout (30 s) is past this wait: only the
+		// shutdown can end it in time.
+		titlesDone(t, r.g)
+		select {
+		case <-closed:
+		case <-time.After(testgw.Wait):
+			t.Fatalf("the gateway did not close within %v", testgw.Wait)
 		}
 	})
 }
@@ -162,9 +209,81 @@ func TestAutoThreadTitle(t *testing.T) {
 func TestAutoThreadTitleEcho(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	lane, _ := autoThread(t, a, "Plan the trip to Lisbon")
-	a.Quiet("channel.renamed", 300*time.Millisecond)
+	lane, got := autoThread(t, a, "Plan the trip to Lisbon")
+	noRename(t, g, a, got)
 	if n := threadName(t, a, lane.ThreadID); n != "Plan the trip to Lisbon" {
 		t.Fatalf("the echo agent's thread is named %q", n)
+	}
+}
+
+// A model behind a private CA (the fake on HTTPS, with a certificate only
+// its client trusts): the model backend reaches it through the HTTP
+// client it was given, and so do the titles, through the same client.
+func TestAutoThreadTitleModelClient(t *testing.T) {
+	fake := fakeopenai.NewTLS(t)
+	hc := fake.Client()
+	m, err := agent.NewModel(agent.ModelConfig{HTTPClient: hc, MaxRetries: -1, Providers: []agent.Provider{
+		{ID: "private", BaseURL: fake.URL, APIKey: "k", Models: []agent.ModelInfo{{ID: "m", ContextLength: 1000}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Agent, c.ModelHTTPClient = m, hc })
+	a := g.Dial(t, "phone")
+	fake.Push(fakeopenai.Script{Chunks: fakeopenai.Text("Take the 28 tram.", 2)}, fakeopenai.Script{Chunks: fakeopenai.Text("Tram to the castle", 1)})
+	lane, got := autoThread(t, a, "How do I get to the castle")
+	rn := renamed(t, a, got, lane.ThreadID)
+	if n := entry(t, rn).Name; n != "Tram to the castle" {
+		t.Fatalf("renamed to %q", n)
+	}
+}
+
+// A Hermes lane's words go to Hermes only: a model configured beside it
+// names its threads only when the owner turned that on (AutoTitleHermes,
+// --auto-title-hermes).
+func TestAutoThreadTitleHermes(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		hermes := fakehermes.New(t, fakehermes.Config{Key: hermesKey})
+		hermes.Push(fakehermes.Script{Steps: []fakehermes.Step{fakehermes.Completed("Your notes are in ~/notes.", 10, 5)}})
+		model := fakeopenai.New(t)
+		model.Push(fakeopenai.Script{Chunks: fakeopenai.Text("Where the notes are", 1)})
+		h, err := agent.NewHermes(agent.HermesConfig{URL: hermes.URL, Key: hermesKey, PollEvery: 10 * time.Millisecond, RetryBackoff: time.Millisecond, MaxRetries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := agent.NewModel(agent.ModelConfig{Providers: []agent.Provider{
+			{ID: "cloud", BaseURL: model.URL, APIKey: "k", Models: []agent.ModelInfo{{ID: "m", ContextLength: 1000}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		both, err := agent.NewSwitch(h, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		g := testgw.Start(t, func(c *server.AppConfig) { c.Agent, c.AutoTitleHermes = both, optIn })
+		hermesAwaitRecovered(t)
+		a := g.Dial(t, "phone")
+		lane, got := autoThread(t, a, "Where did I put my notes")
+		if !optIn {
+			noRename(t, g, a, got)
+			if n := len(model.Requests()); n != 0 {
+				t.Fatalf("the model provider got %d requests about a Hermes lane nobody let it see", n)
+			}
+			if n := threadName(t, a, lane.ThreadID); n != "Where did I put my notes" {
+				t.Fatalf("the thread is named %q", n)
+			}
+		} else {
+			rn := renamed(t, a, got, lane.ThreadID)
+			if n := entry(t, rn).Name; n != "Where the notes are" {
+				t.Fatalf("opted in: renamed to %q", n)
+			}
+			reqs := model.Requests()
+			if len(reqs) != 1 || !agSaid(t, reqs[0], "user", "Where did I put my notes") || !agSaid(t, reqs[0], "user", "Your notes are in ~/notes.") {
+				t.Fatalf("opted in: the model got %v", reqs)
+			}
+		}
+		g.Close()
 	}
 }

@@ -19,8 +19,12 @@ type PushConfig struct {
 	NtfyServer        string // e.g. https://ntfy.sh
 	NtfyToken         string
 	// NtfyClick is the URL a tap on an ntfy notification opens (ntfy's
-	// Click header), e.g. the web app or an app's deep link; empty: none.
+	// Click header), e.g. an app's deep link; the push's ids go in its
+	// query. Empty: a link to the push's chat in the web app at WebApp.
 	NtfyClick string
+	// WebApp is the web app's address as devices reach it (serve's
+	// --public-url, else the address its pairing links name); "": none.
+	WebApp string
 	// WebPush turns on Web Push; its VAPID keys are made on first start
 	// and kept in the data directory.
 	WebPush           bool
@@ -50,7 +54,7 @@ func (c PushConfig) backends(dataDir string) ([]push.Backend, string, error) {
 		out = append(out, f)
 	}
 	if c.NtfyServer != "" {
-		out = append(out, &push.Ntfy{Server: c.NtfyServer, Token: c.NtfyToken, Click: c.NtfyClick, Client: c.HTTPClient})
+		out = append(out, &push.Ntfy{Server: c.NtfyServer, Token: c.NtfyToken, Click: c.NtfyClick, App: c.WebApp, Client: c.HTTPClient})
 	}
 	if c.WebPush {
 		pub, priv, err := vapidKeys(filepath.Join(dataDir, "vapid.json"))

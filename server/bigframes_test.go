@@ -187,7 +187,7 @@ func TestDirectoryIconsBounded(t *testing.T) {
 		t.Fatalf("%d icons set, %d refused; want %d set", set, refused, want)
 	}
 	b := g.Dial(t, "tablet")
-	if n := len(b.Welcome().Channels); n != want+3 {
+	if n := len(b.HelloAck().Channels); n != want+3 {
 		t.Fatalf("hello.ack lists %d channels", n)
 	}
 	if n := len(channels(t, b)); n != want+3 {

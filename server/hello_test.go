@@ -62,7 +62,7 @@ func TestHelloAck(t *testing.T) {
 	a := g.Dial(t, "tablet")
 	createChannel(t, a, "Reports", "")
 	b := g.Dial(t, "laptop")
-	if w := b.Welcome(); w.SyncCursor != 1 || len(w.Channels) != 2 {
+	if w := b.HelloAck(); w.SyncCursor != 1 || len(w.Channels) != 2 {
 		t.Errorf("welcome after one channel.created: sync_cursor %d, %d channels", w.SyncCursor, len(w.Channels))
 	}
 	if f := b.Next(); f.Type != "status" {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 // TestMain fails the package when a test leaves goroutines behind: every
@@ -340,4 +342,19 @@ func (r *raw) refused(code string, status websocket.StatusCode) {
 	if st != status {
 		r.t.Fatalf("close status = %v, want %v", st, status)
 	}
+}
+
+// runCronText adds a job posting text into the default channel every hour
+// and makes it due now: the gateway posts it within moments.
+func runCronText(t *testing.T, g *testgw.GW, name, text string) store.CronJob {
+	t.Helper()
+	ctx := context.Background()
+	j, err := cron.Add(ctx, g.App.Store, store.CronJob{Name: name, Schedule: "every 1h", Text: text}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cron.RunNow(ctx, g.App.Store, j.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

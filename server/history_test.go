@@ -22,7 +22,7 @@ func seed(t *testing.T, g *testgw.GW, lane core.Lane, prefix string, n int) []st
 	t.Helper()
 	ids := make([]string, n)
 	ts := time.Now().UnixMilli()
-	err := g.App.Store.Write(context.Background(), func(tx *store.Tx) error {
+	err := g.App.Store.Write(context.Background(), func(tx store.Tx) error {
 		for i := range n {
 			ids[i] = fmt.Sprintf("m_%s%03d", prefix, i)
 			role := core.RoleUser
@@ -157,7 +157,7 @@ func TestMessageDelete(t *testing.T) {
 	g := testgw.Start(t)
 	// away connects once, to learn where the outbox stands, and leaves.
 	away := g.Dial(t, "away")
-	from := away.Welcome().SyncCursor
+	from := away.HelloAck().SyncCursor
 	away.Close()
 	<-away.Done()
 
@@ -230,7 +230,7 @@ func TestMessageDelete(t *testing.T) {
 func TestReadReceiptFromDevice(t *testing.T) {
 	g := testgw.Start(t)
 	away := g.Dial(t, "away")
-	from := away.Welcome().SyncCursor
+	from := away.HelloAck().SyncCursor
 	away.Close()
 	<-away.Done()
 

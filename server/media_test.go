@@ -61,7 +61,7 @@ func sendFrame(t *testing.T, d *testgw.Device, typ string, p any) int64 {
 	t.Helper()
 	id := rawIDs.Add(1)
 	pb, _ := json.Marshal(p)
-	b, _ := json.Marshal(client.Frame{V: 1, ID: id, Type: typ, Payload: pb})
+	b, _ := json.Marshal(client.Frame{Envelope: client.Envelope{V: 1, ID: id, Type: typ, Payload: pb}})
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 	defer cancel()
 	if err := d.SendRaw(ctx, b, false); err != nil {
@@ -657,7 +657,7 @@ func TestAgentSendsFiles(t *testing.T) {
 	g := testgw.Start(t, func(c *server.AppConfig) { c.Agent = ag }, mediaLimits(media.Limits{MaxSize: testMax}))
 	a := g.Dial(t, "phone")
 	b := g.Dial(t, "tablet")
-	cursor := b.Welcome().SyncCursor
+	cursor := b.HelloAck().SyncCursor
 
 	for _, c := range []struct {
 		text, name, kind, mime, reply string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // tapDevice is an Iris device over a TCP connection the test can read
@@ -26,7 +27,7 @@ type tapDevice struct {
 	t   *testing.T
 	ws  *websocket.Conn
 	tcp net.Conn
-	ack client.Welcome
+	ack irisv1.HelloAck
 }
 
 func dialTap(t *testing.T, g *testgw.GW, deviceID string) *tapDevice {
@@ -133,7 +134,7 @@ func TestSyncReplaysFramesACrossingFrameDidNotProve(t *testing.T) {
 func TestSyncSkipsProvenFrames(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	from := a.Welcome().SyncCursor
+	from := a.HelloAck().SyncCursor
 	b := g.Dial(t, "tablet")
 	first := send(t, b, def, "seen live")
 	b.Expect("agent.idle", nil)
@@ -175,7 +176,7 @@ func waitProven(t *testing.T, g *testgw.GW, deviceID string) {
 func TestSyncSkipsFramesSentOnItsConnection(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	from := a.Welcome().SyncCursor
+	from := a.HelloAck().SyncCursor
 	b := g.Dial(t, "tablet")
 	send(t, b, def, "live on a's connection")
 	b.Expect("agent.idle", nil)

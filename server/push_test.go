@@ -6,8 +6,10 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -15,11 +17,9 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
-	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
-	"github.com/irisgate/irisgate/store"
 )
 
 // awayPhone says hello with an ntfy topic and leaves.
@@ -34,12 +34,7 @@ func awayPhone(t *testing.T, g *testgw.GW, id, topic string) {
 	c.Close()
 	for range c.Events() {
 	}
-	// The hub forgets a connection after its reader ends.
-	for deadline := time.Now().Add(testgw.Wait); g.App.Hub.Online(id); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still online", id)
-		}
-	}
+	g.WaitOffline(t, id)
 }
 
 // Issue 14 item 6: an approval wakes an away phone as an approval:
@@ -49,7 +44,7 @@ func TestApprovalPushKeepsItsUrgency(t *testing.T) {
 	nt := fakentfy.New(t)
 	r := agStart(t, func(_ *agent.ModelConfig, c *server.AppConfig) {
 		if c != nil {
-			c.Push = server.PushConfig{NtfyServer: nt.URL, Hold: 2 * time.Second, Content: "full"}
+			c.Push = server.PushConfig{NtfyServer: nt.URL, WebApp: "https://iris.example.invalid/", Hold: 2 * time.Second, Content: "full"}
 		}
 	})
 	awayPhone(t, r.g, "phone", "phone-topic")
@@ -60,6 +55,10 @@ func TestApprovalPushKeepsItsUrgency(t *testing.T) {
 	got := nt.Wait(t, 1, testgw.Wait)
 	if m := got[0]; m.Priority != 4 || !slices.Equal(m.Tags, []string{"question"}) || m.Title != p.Title || m.Body != cmd {
 		t.Fatalf("the approval woke the phone with %+v", m)
+	}
+	// Without --ntfy-click a tap opens the chat in the web app.
+	if u, err := url.Parse(got[0].Click); err != nil || u.Host != "iris.example.invalid" || u.Fragment != "/c/default" || u.Query().Get("chat_id") != "default" || u.Query().Get("cursor") == "" {
+		t.Fatalf("click %q", got[0].Click)
 	}
 	selectChoice(t, tablet, p.PickerID, "deny")
 	until(t, tablet, is(t, "agent.idle"))
@@ -74,14 +73,7 @@ func TestCronPushKeepsItsTitleAndTag(t *testing.T) {
 	})
 	awayPhone(t, g, "phone", "phone-topic")
 	tablet := g.Dial(t, "tablet")
-	ctx := context.Background()
-	j, err := cron.Add(ctx, g.App.Store, store.CronJob{Name: "standup", Schedule: "every 1h", Text: "Time for the standup"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cron.RunNow(ctx, g.App.Store, j.ID, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	runCronText(t, g, "standup", "Time for the standup")
 	post := tablet.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "role") == "cron" })
 	tablet.Expect("notification", nil)
 	m := nt.Wait(t, 1, testgw.Wait)[0]
@@ -217,45 +209,27 @@ func TestPushOutcomesInMetrics(t *testing.T) {
 	tablet := g.Dial(t, "tablet")
 	send(t, tablet, def, "wake up")
 	const line = `irisgate_push_total{backend="ntfy",outcome="auth"} 1`
-	for deadline := time.Now().Add(testgw.Wait); ; time.Sleep(10 * time.Millisecond) {
+	metrics := func() string {
 		res, err := http.Get("http://" + g.Addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if strings.Contains(string(b), line) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in /metrics:\n%s", line, grepLines(string(b), "irisgate_push"))
-		}
+		return string(b)
 	}
+	// The outcome is counted before the try ends, which changes the queue.
+	g.WaitPush(t, line+" in /metrics", func() bool { return nt.Requests() > 0 && strings.Contains(metrics(), line) })
 	if n := nt.Requests(); n != 1 {
 		t.Fatalf("%d requests, want one then a backoff", n)
 	}
 }
 
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // waitPending waits until the push queue holds n pushes.
 func waitPending(t *testing.T, g *testgw.GW, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(testgw.Wait); ; time.Sleep(5 * time.Millisecond) {
-		if got, err := g.App.Store.PendingPushes(context.Background()); err == nil && got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			got, _ := g.App.Store.PendingPushes(context.Background())
-			t.Fatalf("%d pushes pending, want %d", got, n)
-		}
-	}
+	g.WaitPush(t, fmt.Sprintf("%d pushes pending", n), func() bool {
+		got, err := g.App.Store.PendingPushes(context.Background())
+		return err == nil && got == n
+	})
 }

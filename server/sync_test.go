@@ -65,7 +65,7 @@ func leave(d *testgw.Device) {
 func TestSyncReplaysWhileAway(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	from := a.Welcome().SyncCursor
+	from := a.HelloAck().SyncCursor
 	leave(a)
 
 	b := g.Dial(t, "tablet")
@@ -74,7 +74,7 @@ func TestSyncReplaysWhileAway(t *testing.T) {
 	b.Expect("agent.idle", nil)
 
 	a = g.Dial(t, "phone")
-	head := a.Welcome().SyncCursor
+	head := a.HelloAck().SyncCursor
 	got, done := syncAll(t, a, from)
 	want := []string{"channel.created", "message", "agent.busy", "message.stop", "agent.idle"}
 	if !slices.Equal(types(got), want) {
@@ -102,7 +102,7 @@ func TestSyncTruncated(t *testing.T) {
 	for _, n := range []string{"One", "Two", "Three", "Four"} {
 		createChannel(t, a, n, "")
 	}
-	head := a.Welcome().SyncCursor + 4
+	head := a.HelloAck().SyncCursor + 4
 	removed, err := g.App.Store.PruneOutbox(context.Background(), 2, 0)
 	if err != nil || removed != 2 {
 		t.Fatalf("prune removed %d, %v", removed, err)
@@ -186,7 +186,7 @@ func TestGreetingBeforeLiveFrames(t *testing.T) {
 func TestSyncAcrossADeleteMixesStoredAndCachedFrames(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
-	from := a.Welcome().SyncCursor
+	from := a.HelloAck().SyncCursor
 	leave(a)
 
 	b := g.Dial(t, "tablet")

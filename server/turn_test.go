@@ -18,7 +18,7 @@ func TestHelloAndTurn(t *testing.T) {
 	g := testgw.Start(t)
 	a := g.Dial(t, "phone")
 	b := g.Dial(t, "tablet")
-	w := a.Welcome()
+	w := a.HelloAck()
 	if len(w.Channels) != 1 {
 		t.Fatalf("channels = %d, want the default channel", len(w.Channels))
 	}

@@ -20,7 +20,7 @@ const maxConversation = 4000
 
 // AppendConversation adds an entry to a lane's conversation. messageID,
 // when set, ties it to a chat message so deleting that message deletes it.
-func (t *Tx) AppendConversation(lane core.Lane, messageID string, e record.ConversationEntry) error {
+func (t *sqliteTx) AppendConversation(lane core.Lane, messageID string, e record.ConversationEntry) error {
 	body, err := record.EncodeConversation(e)
 	if err != nil {
 		return err
@@ -65,14 +65,14 @@ func (s *Store) ConversationLen(ctx context.Context, lane core.Lane) (int, error
 }
 
 // ClearConversation starts a lane's conversation afresh (/new).
-func (t *Tx) ClearConversation(lane core.Lane) error {
+func (t *sqliteTx) ClearConversation(lane core.Lane) error {
 	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID)
 	return err
 }
 
 // TruncateConversation removes the entry tied to messageID and every later
 // entry of its lane (/undo, /retry).
-func (t *Tx) TruncateConversation(lane core.Lane, messageID string) error {
+func (t *sqliteTx) TruncateConversation(lane core.Lane, messageID string) error {
 	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
 		(SELECT MIN(seq) FROM conversation WHERE message_id = ? AND chat_id = ? AND thread_id = ?)`,
 		lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
@@ -97,7 +97,7 @@ func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSe
 }
 
 // SetLaneSettings stores a lane's settings.
-func (t *Tx) SetLaneSettings(lane core.Lane, ls record.LaneSettings) error {
+func (t *sqliteTx) SetLaneSettings(lane core.Lane, ls record.LaneSettings) error {
 	body, err := record.EncodeLaneSettings(ls)
 	if err != nil {
 		return err
@@ -153,20 +153,20 @@ func cronJobOf(id string) string {
 }
 
 // QueueTurn records that messageID awaits an agent turn.
-func (t *Tx) QueueTurn(lane core.Lane, messageID string) error {
+func (t *sqliteTx) QueueTurn(lane core.Lane, messageID string) error {
 	_, err := t.exec(`INSERT INTO turns (message_id, chat_id, thread_id) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
 		messageID, lane.ChatID, lane.ThreadID)
 	return err
 }
 
 // StartTurn marks a turn as running.
-func (t *Tx) StartTurn(messageID string) error {
+func (t *sqliteTx) StartTurn(messageID string) error {
 	_, err := t.exec(`UPDATE turns SET running = 1 WHERE message_id = ?`, messageID)
 	return err
 }
 
 // EndTurn forgets a finished turn.
-func (t *Tx) EndTurn(messageID string) error {
+func (t *sqliteTx) EndTurn(messageID string) error {
 	_, err := t.exec(`DELETE FROM turns WHERE message_id = ?`, messageID)
 	return err
 }

@@ -44,7 +44,7 @@ func (s *Store) Channel(ctx context.Context, chatID string) (core.Channel, error
 }
 
 // Channel reads an entry inside a write transaction.
-func (t *Tx) Channel(chatID string) (core.Channel, error) {
+func (t *sqliteTx) Channel(chatID string) (core.Channel, error) {
 	return getChannel(t.queryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
 }
 
@@ -58,14 +58,14 @@ func getChannel(row *sql.Row) (core.Channel, error) {
 
 // IconBytes is the size of the directory's icons (as stored, base64),
 // but for chatID's.
-func (t *Tx) IconBytes(except string) (int64, error) {
+func (t *sqliteTx) IconBytes(except string) (int64, error) {
 	var n int64
 	err := t.queryRow(`SELECT COALESCE(SUM(LENGTH(icon)), 0) FROM channels WHERE chat_id != ?`, except).Scan(&n)
 	return n, err
 }
 
 // PutChannel inserts or replaces a directory entry.
-func (t *Tx) PutChannel(c core.Channel) error {
+func (t *sqliteTx) PutChannel(c core.Channel) error {
 	_, err := t.exec(`INSERT INTO channels (`+channelCols+`, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT (chat_id) DO UPDATE SET name=excluded.name, kind=excluded.kind, parent=excluded.parent,
 		is_default=excluded.is_default, auto=excluded.auto, favorite=excluded.favorite, icon=excluded.icon,
@@ -76,7 +76,7 @@ func (t *Tx) PutChannel(c core.Channel) error {
 
 // SetDefault moves the default flag to chatID and returns the entries it
 // moved away from.
-func (t *Tx) SetDefault(chatID string) ([]string, error) {
+func (t *sqliteTx) SetDefault(chatID string) ([]string, error) {
 	rows, err := t.query(`SELECT chat_id FROM channels WHERE is_default = 1 AND chat_id != ?`, chatID)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (t *Tx) SetDefault(chatID string) ([]string, error) {
 
 // DeleteChannel removes a channel (or thread) with its threads, their
 // history, read state and outbox frames. It returns the removed entries.
-func (t *Tx) DeleteChannel(chatID string) ([]core.Channel, error) {
+func (t *sqliteTx) DeleteChannel(chatID string) ([]core.Channel, error) {
 	rows, err := t.query(`SELECT `+channelCols+` FROM channels WHERE chat_id = ? OR parent = ?`, chatID, chatID)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,29 @@ func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	return d, err
 }
 
+// LastPushed returns the newest cursor that woke a device (0 for a device
+// never pushed): what hello reports. It reads that column alone, so a
+// device whose push registration does not decode still connects.
+func (s *Store) LastPushed(ctx context.Context, id string) (int64, error) {
+	var c int64
+	err := s.queryRow(ctx, `SELECT last_pushed_cursor FROM devices WHERE device_id = ?`, id).Scan(&c)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	return c, err
+}
+
+// DeviceName returns the name a device gave at hello ("" for none), read
+// alone like LastPushed.
+func (s *Store) DeviceName(ctx context.Context, id string) (string, error) {
+	var name string
+	err := s.queryRow(ctx, `SELECT name FROM devices WHERE device_id = ?`, id).Scan(&name)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return name, err
+}
+
 // decodeWebPush reads a devices.webpush column ("" for none).
 func decodeWebPush(deviceID string, b []byte) (*record.WebPush, error) {
 	if len(b) == 0 {

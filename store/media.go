@@ -106,14 +106,14 @@ END`
 // PutBlob records that the content store holds a file with this sha256
 // (nothing happens when it is known already). Its count starts at zero:
 // the rows that use it count themselves.
-func (t *Tx) PutBlob(sha256 string, size int64) error {
+func (t *sqliteTx) PutBlob(sha256 string, size int64) error {
 	_, err := t.exec(`INSERT INTO blobs (sha256, size, created) VALUES (?,?,?) ON CONFLICT (sha256) DO NOTHING`, sha256, size, now())
 	return err
 }
 
 // PutUpload records a device's acknowledged upload under its ref,
 // replacing an earlier upload of the same ref. The blob must be put first.
-func (t *Tx) PutUpload(deviceID, ref string, m core.Media) error {
+func (t *sqliteTx) PutUpload(deviceID, ref string, m core.Media) error {
 	// Delete, then insert: a REPLACE would skip the delete trigger and
 	// leave the old blob counted forever.
 	if _, err := t.exec(`DELETE FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref); err != nil {
@@ -139,7 +139,7 @@ func (s *Store) Upload(ctx context.Context, deviceID, ref string) (core.Media, e
 // AttachUpload turns a device's acknowledged upload into an attachment of
 // a message: a media row with a fresh md_ id, and the upload is used up.
 // ErrNotFound when the ref is unknown, used or expired.
-func (t *Tx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string) (core.Media, error) {
+func (t *sqliteTx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string) (core.Media, error) {
 	m := core.Media{ID: core.NewID("md_"), MessageID: messageID}
 	err := t.queryRow(`SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename)
@@ -162,7 +162,7 @@ func (t *Tx) AttachUpload(deviceID, ref string, lane core.Lane, messageID string
 // InsertMedia adds a file to a message that exists; it reports false (and
 // adds nothing) when the message is gone, deleted while its turn ran.
 // The blob must be put first.
-func (t *Tx) InsertMedia(m core.Media, lane core.Lane) (bool, error) {
+func (t *sqliteTx) InsertMedia(m core.Media, lane core.Lane) (bool, error) {
 	var n int
 	if err := t.queryRow(`SELECT COUNT(*) FROM messages WHERE id = ?`, m.MessageID).Scan(&n); err != nil {
 		return false, err
@@ -173,7 +173,7 @@ func (t *Tx) InsertMedia(m core.Media, lane core.Lane) (bool, error) {
 	return true, t.insertMedia(m, lane)
 }
 
-func (t *Tx) insertMedia(m core.Media, lane core.Lane) error {
+func (t *sqliteTx) insertMedia(m core.Media, lane core.Lane) error {
 	_, err := t.exec(`INSERT INTO media (id, sha256, kind, mime, size, filename, chat_id, thread_id, message_id, created) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		m.ID, m.SHA256, m.Kind, m.Mime, m.Size, m.Filename, lane.ChatID, lane.ThreadID, m.MessageID, now())
 	return err

@@ -19,7 +19,7 @@ const (
 
 // InsertMessage adds a message to its lane's history. A message whose
 // streaming flag is set is a reply still being written (see FinishMessage).
-func (t *Tx) InsertMessage(m core.Message, streaming bool) error {
+func (t *sqliteTx) InsertMessage(m core.Message, streaming bool) error {
 	state := stateFinal
 	if streaming {
 		state = stateStreaming
@@ -38,13 +38,13 @@ func (t *Tx) InsertMessage(m core.Message, streaming bool) error {
 
 // SaveProgress records the text so far of a streaming reply, so a crash
 // loses at most what was streamed since the last call.
-func (t *Tx) SaveProgress(id, text, reasoning string) error {
+func (t *sqliteTx) SaveProgress(id, text, reasoning string) error {
 	_, err := t.exec(`UPDATE messages SET text = ?, reasoning = ? WHERE id = ? AND state = ?`, text, reasoning, id, stateStreaming)
 	return err
 }
 
 // FinishMessage replaces a streaming reply with its final form.
-func (t *Tx) FinishMessage(m core.Message) error {
+func (t *sqliteTx) FinishMessage(m core.Message) error {
 	media, runtime, err := encodeExtras(m)
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func (t *Tx) FinishMessage(m core.Message) error {
 // DeleteMessages removes a lane's messages with their read state, their
 // entries in the agent's conversation and their outbox frames
 // (but not message.deleted frames, which are how devices learn of it).
-func (t *Tx) DeleteMessages(lane core.Lane, ids []string) error {
+func (t *sqliteTx) DeleteMessages(lane core.Lane, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -184,7 +184,7 @@ func inList(ids []string) (string, []any) {
 }
 
 // MarkRead stores that a device has seen a message.
-func (t *Tx) MarkRead(lane core.Lane, messageID, deviceID string, ts int64) error {
+func (t *sqliteTx) MarkRead(lane core.Lane, messageID, deviceID string, ts int64) error {
 	_, err := t.exec(`INSERT INTO reads (chat_id, thread_id, message_id, device_id, ts) VALUES (?,?,?,?,?)
 		ON CONFLICT (message_id, device_id) DO UPDATE SET ts = excluded.ts`, lane.ChatID, lane.ThreadID, messageID, deviceID, ts)
 	return err

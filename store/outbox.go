@@ -27,7 +27,7 @@ type OutboxRow struct {
 // AppendEvent adds a durable event to the outbox and returns its cursor and
 // the size of its stored body. Cursors only grow, even across deletes
 // (AUTOINCREMENT never reuses a value).
-func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
+func (t *sqliteTx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
 	body, err := record.EncodeEvent(ev)
 	if err != nil {
 		return 0, 0, err
@@ -174,7 +174,7 @@ const PruneChunk = 5000
 // PruneOutboxSome is one bounded step of PruneOutbox: it removes up to n
 // of the oldest frames retention removes, and reports whether more wait.
 func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error) {
-	err = s.Write(ctx, func(tx *Tx) error {
+	err = s.write(ctx, func(tx *sqliteTx) error {
 		var cut sql.NullInt64
 		if err := tx.queryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
 			return err
@@ -213,7 +213,7 @@ func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
-func (t *Tx) setMeta(key, value string) error {
+func (t *sqliteTx) setMeta(key, value string) error {
 	_, err := t.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	return err
 }

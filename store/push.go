@@ -156,10 +156,16 @@ func (s *Store) SetWebPush(ctx context.Context, deviceID string, sub record.WebP
 	}
 	_, err = s.exec(ctx, `INSERT INTO devices (device_id, webpush, last_seen) VALUES (?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET webpush = excluded.webpush`, deviceID, string(body), now())
+	if err == nil {
+		s.corruptSaid.Delete(deviceID) // a new registration: its failure is news again
+	}
 	return err
 }
 
-// PushDevices lists devices with any push registration.
+// PushDevices lists devices with any push registration. A device whose
+// registration does not decode is left out, with a warning (once per
+// device and run): it gets no push until it registers again, and the
+// others get theirs.
 func (s *Store) PushDevices(ctx context.Context) ([]Device, error) {
 	rows, err := s.query(ctx, `SELECT device_id, name, fcm_token, ntfy_topic, webpush, last_pushed_cursor FROM devices
 		WHERE fcm_token != '' OR ntfy_topic != '' OR webpush != ''`)
@@ -175,7 +181,10 @@ func (s *Store) PushDevices(ctx context.Context) ([]Device, error) {
 			return nil, err
 		}
 		if d.WebPush, err = decodeWebPush(d.ID, webPush); err != nil {
-			return nil, err
+			if _, said := s.corruptSaid.LoadOrStore(d.ID, true); !said {
+				s.log.Warn("store: a device's push registration does not decode; it gets no push until it registers again", "device", d.ID, "err", err)
+			}
+			continue
 		}
 		out = append(out, d)
 	}

@@ -282,7 +282,7 @@ func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
 // insert trigger row by row, which is about twice as fast for many rows.
 func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, bool)) (int, error) {
 	n := 0
-	err := s.Write(ctx, func(tx *Tx) error {
+	err := s.write(ctx, func(tx *sqliteTx) error {
 		var from int64
 		if err := tx.queryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&from); err != nil {
 			return err

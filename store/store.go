@@ -37,6 +37,10 @@ type Store struct {
 	// wanted are writer queries first seen inside a transaction: the one
 	// writer connection is busy then, so they are prepared after it ends.
 	wanted []string
+
+	// corruptSaid holds the devices whose undecodable push registration
+	// was logged (PushDevices): said once, not at every push.
+	corruptSaid sync.Map
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -158,15 +162,15 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// Tx is a write transaction.
-type Tx struct {
+// sqliteTx is SQLite's write transaction.
+type sqliteTx struct {
 	tx *sql.Tx
 	s  *Store
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
 // is run unprepared this time.
-func (t *Tx) txStmt(q string) *sql.Stmt {
+func (t *sqliteTx) txStmt(q string) *sql.Stmt {
 	s := t.s
 	s.stmtMu.Lock()
 	st := s.wStmts[q]
@@ -191,21 +195,21 @@ func (s *Store) prepareWanted(ctx context.Context) {
 	}
 }
 
-func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
+func (t *sqliteTx) exec(q string, args ...any) (sql.Result, error) {
 	if st := t.txStmt(q); st != nil {
 		return st.Exec(args...)
 	}
 	return t.tx.Exec(q, args...)
 }
 
-func (t *Tx) query(q string, args ...any) (*sql.Rows, error) {
+func (t *sqliteTx) query(q string, args ...any) (*sql.Rows, error) {
 	if st := t.txStmt(q); st != nil {
 		return st.Query(args...)
 	}
 	return t.tx.Query(q, args...)
 }
 
-func (t *Tx) queryRow(q string, args ...any) *sql.Row {
+func (t *sqliteTx) queryRow(q string, args ...any) *sql.Row {
 	if st := t.txStmt(q); st != nil {
 		return st.QueryRow(args...)
 	}
@@ -213,12 +217,18 @@ func (t *Tx) queryRow(q string, args ...any) *sql.Row {
 }
 
 // Write runs fn in one write transaction, committed when fn returns nil.
-func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) Write(ctx context.Context, fn func(Tx) error) error {
+	return s.write(ctx, func(t *sqliteTx) error { return fn(t) })
+}
+
+// write is Write for the store's own code, which may use what only the
+// SQLite transaction has (its statements, the meta table).
+func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{tx: tx, s: s}); err != nil {
+	if err := fn(&sqliteTx{tx: tx, s: s}); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)
 		return err
@@ -231,7 +241,7 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 // Savepoint runs fn inside a savepoint so a failing fn undoes only its own
 // writes; the group commit uses it to isolate one request from the others
 // of its batch.
-func (t *Tx) Savepoint(fn func(*Tx) error) error {
+func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 	if _, err := t.exec("SAVEPOINT sp"); err != nil {
 		return err
 	}

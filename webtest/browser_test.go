@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -166,6 +167,42 @@ func newBrowserIn(t *testing.T, sub string) *browser {
 	return b
 }
 
+// recordSent records the WebSocket frames the page sends from now on, as
+// the browser's network log sees them (nothing in the page is patched);
+// the function returned gives the JSON frames sent so far.
+func (b *browser) recordSent() func() []map[string]any {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	var mu sync.Mutex
+	var frames []map[string]any
+	sent := chromedp.Events(ctx, network.WebSocketFrameSent) // subscribed before the domain is on
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range sent {
+			if err != nil {
+				return
+			}
+			var f map[string]any
+			if ev.Response != nil && ev.Response.Opcode == 1 && json.Unmarshal(ev.Response.PayloadData, &f) == nil {
+				mu.Lock()
+				frames = append(frames, f)
+				mu.Unlock()
+			}
+		}
+	}()
+	b.t.Cleanup(func() { cancel(); <-done })
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.Enable, network.EnableParams{})
+		return err
+	}))
+	return func() []map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]map[string]any(nil), frames...)
+	}
+}
+
 func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, Step)
@@ -247,7 +284,13 @@ func (b *browser) wheel(sel string, dy float64) {
 		return err
 	}))
 	b.wait("the wheel to scroll "+sel, fmt.Sprintf(`document.querySelector(%s).scrollTop !== %v`, js(sel), before))
-	// A wheel's scroll may be animated: wait until it has come to rest.
+	b.still(sel)
+}
+
+// still waits until the element sel has stopped scrolling (a wheel's or a
+// smooth scroll is animated): five frames without a change.
+func (b *browser) still(sel string) {
+	b.t.Helper()
 	eval[bool](b, `new Promise(r => { const t = document.querySelector(`+js(sel)+`); let last = t.scrollTop, still = 0;
 		const f = () => { if (t.scrollTop === last) { if (++still >= 5) return r(true); } else { still = 0; last = t.scrollTop; } requestAnimationFrame(f); };
 		requestAnimationFrame(f); })`)

@@ -148,6 +148,7 @@ func TestWebAppReading(t *testing.T) {
 		e.deliver(t, walrus, fmt.Sprintf("walrus sighting number %d", i), nil)
 	}
 
+	sent := b.recordSent()
 	step("pairing hint and link", func() {
 		b.viewport(360, 740, false)
 		b.do(chromedp.Navigate(e.base + "#pair?token=" + testgw.Token))
@@ -179,9 +180,27 @@ func TestWebAppReading(t *testing.T) {
 		b.wait("every channel's last message in the list", preview(reports)+` === 'Script: Nightly backup finished' && `+
 			preview(notes)+` === 'I will remind you about the milk.' && `+preview(walrus)+` === 'Script: walrus sighting number 149' && `+
 			preview("default")+` === "You're welcome."`)
-		if n := eval[int](b, `__iris.lanes.size`); n > 1 {
-			// Only the list's lines were asked for, not the timelines.
-			t.Logf("lanes in memory: %d", n)
+		// Only the list's lines were asked for, not the timelines: one
+		// history page of one message per lane, and no lane loaded.
+		asked := map[string]int{}
+		for _, f := range sent() {
+			if f["type"] != "history" {
+				continue
+			}
+			p, _ := f["payload"].(map[string]any)
+			chat, _ := f["chat_id"].(string)
+			if p["limit"] != 1.0 || p["before_message_id"] != nil {
+				t.Errorf("the channel list sent a history request for more than a preview: %v", f)
+			}
+			asked[chat]++
+		}
+		for _, c := range []string{"default", reports, notes, walrus} {
+			if asked[c] != 1 {
+				t.Errorf("%s: %d preview requests, want 1 (all: %v)", c, asked[c], asked)
+			}
+		}
+		if loaded := eval[[]string](b, `[...__iris.lanes.values()].filter(l => l.historyLoaded || l.items.size > 0).map(l => l.key)`); len(loaded) > 0 {
+			t.Errorf("lanes loaded before any was opened: %v", loaded)
 		}
 		b.shot("r02-channels-previews")
 		b.audit("channel list")
@@ -290,6 +309,45 @@ func TestWebAppReading(t *testing.T) {
 		}
 		b.shot("r08-jump")
 		b.audit("jump button")
+		b.click(".jump")
+		b.wait("the bottom after the jump", fromBottomJS+` <= 2 && document.querySelector('.jump').hidden`)
+	})
+
+	step("a scroll with no input event is the person's", func() {
+		// Find-in-page (Ctrl+F), a screen reader's virtual cursor and a link
+		// to an anchor scroll the timeline without a wheel, touch, key or
+		// pointer event: the view must stay where they took it, not snap
+		// back to the bottom. The app lets go of the bottom and says so with
+		// the jump button.
+		b.viewport(360, 740, false)
+		b.wait("the bottom", fromBottomJS+` <= 2 && document.querySelector('.jump').hidden`)
+		b.still(".timeline")
+		const cronInView = `(() => { const r = document.querySelector('.items > li.msg[data-origin="cron"]').getBoundingClientRect(),
+			t = document.querySelector('.timeline').getBoundingClientRect(); return r.top >= t.top && r.bottom <= t.bottom; })()`
+		if eval[bool](b, cronInView) {
+			t.Fatal("the cron post is in view at the bottom already: nothing to find")
+		}
+		// What the browser does with a match (headless Chromium's window.find
+		// selects it without scrolling): it scrolls it into view, sending no
+		// input event.
+		eval[bool](b, `(document.querySelector('.items > li.msg[data-origin="cron"]').scrollIntoView({block: 'center'}), true)`)
+		b.wait("the found message, still in view", cronInView+` && !document.querySelector('.jump').hidden`)
+		settled := `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`
+		eval[bool](b, settled)
+		if !eval[bool](b, cronInView) {
+			t.Fatalf("the view left the found message (%v px from the bottom)", eval[int](b, fromBottomJS))
+		}
+		b.shot("r08b-find-in-page")
+		b.click(".jump")
+		b.wait("the bottom after the jump", fromBottomJS+` <= 2 && document.querySelector('.jump').hidden`)
+		b.still(".timeline") // the jump scrolls smoothly
+
+		eval[bool](b, `(document.querySelector('.timeline').scrollTop = 0, true)`)
+		b.wait("the top, kept", `document.querySelector('.timeline').scrollTop === 0 && !document.querySelector('.jump').hidden`)
+		eval[bool](b, settled)
+		if top := eval[float64](b, `document.querySelector('.timeline').scrollTop`); top != 0 {
+			t.Fatalf("a programmatic scroll to the top was moved to %v", top)
+		}
 		b.click(".jump")
 		b.wait("the bottom after the jump", fromBottomJS+` <= 2 && document.querySelector('.jump').hidden`)
 	})

@@ -26,6 +26,16 @@ type reach struct {
 	Container bool
 }
 
+// webApp is the web app's address for links a device opens, such as a
+// tap on an ntfy notification: the one pairing links name. In a container
+// without --public-url none is known ("").
+func (r reach) webApp() string {
+	if r.Container {
+		return ""
+	}
+	return r.Pair
+}
+
 // machineReach is reachOf with this machine's interfaces. In a container
 // they are the container's own (a bridge address a phone cannot reach),
 // so none are offered.

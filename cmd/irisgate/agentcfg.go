@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -32,6 +33,11 @@ type AgentFlags struct {
 	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY" group:"Agent"`
 	SandboxFlags
 	HermesFlags
+
+	// modelHTTP is the model backend's HTTP client, handed to the gateway
+	// too so auto-thread titles reach the model the way turns do (nil: the
+	// OpenAI client's default, for both).
+	modelHTTP *http.Client
 }
 
 // HermesFlags connect irisgate to a running Hermes Agent through its API
@@ -41,6 +47,7 @@ type HermesFlags struct {
 	HermesKey          string        `help:"Key of Hermes's API server (its API_SERVER_KEY)." env:"IRISGATE_HERMES_KEY,API_SERVER_KEY" group:"Hermes"`
 	HermesTimeout      time.Duration `help:"Longest a Hermes run may take; it is stopped after." default:"30m" env:"IRISGATE_HERMES_TIMEOUT" group:"Hermes"`
 	HermesInstructions string        `help:"Extra system prompt sent with every Hermes run (Hermes keeps its own persona)." env:"IRISGATE_HERMES_INSTRUCTIONS" group:"Hermes"`
+	AutoTitleHermes    bool          `help:"Let the first model provider configured beside Hermes (--model, --provider) name a Hermes chat's auto-threads: it is sent the thread's first question and reply. Off: those threads keep their first line as title." env:"IRISGATE_AUTO_TITLE_HERMES" group:"Hermes"`
 }
 
 // buildHermes makes the Hermes bridge, or nil when no URL is set.
@@ -126,7 +133,7 @@ func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 	if prompt == "" {
 		prompt = defaultSystemPrompt
 	}
-	m, err := agent.NewModel(agent.ModelConfig{Providers: providers, Tools: tools, SystemPrompt: prompt, MaxIterations: f.MaxIterations})
+	m, err := agent.NewModel(agent.ModelConfig{Providers: providers, Tools: tools, SystemPrompt: prompt, MaxIterations: f.MaxIterations, HTTPClient: f.modelHTTP})
 	if err != nil {
 		return nil, err
 	}

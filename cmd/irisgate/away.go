@@ -29,7 +29,7 @@ type PushFlags struct {
 	FCMServiceAccount string        `help:"Firebase service-account JSON key file: turns on FCM push." type:"existingfile" env:"IRISGATE_FCM_SERVICE_ACCOUNT" group:"Push"`
 	NtfyServer        string        `help:"ntfy server URL (e.g. https://ntfy.sh): turns on ntfy push." env:"IRISGATE_NTFY_SERVER" group:"Push"`
 	NtfyToken         string        `help:"ntfy access token." env:"IRISGATE_NTFY_TOKEN" group:"Push"`
-	NtfyClick         string        `help:"URL a tap on an ntfy notification opens (e.g. the web app)." env:"IRISGATE_NTFY_CLICK" group:"Push"`
+	NtfyClick         string        `help:"URL a tap on an ntfy notification opens, with the push's ids in its query (e.g. an app's deep link); default: the chat in the web app." env:"IRISGATE_NTFY_CLICK" group:"Push"`
 	WebPush           bool          `help:"Web Push for browsers (VAPID keys are made on first start)." default:"true" negatable:"" env:"IRISGATE_WEBPUSH" group:"Push"`
 	WebPushContact    string        `help:"Contact in the VAPID token (mailto: or https:)." env:"IRISGATE_WEBPUSH_CONTACT" group:"Push"`
 	PushContent       string        `help:"What a push reveals: full, preview or ids." default:"preview" enum:"full,preview,ids" env:"IRISGATE_PUSH_CONTENT" group:"Push"`

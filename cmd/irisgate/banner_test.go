@@ -455,3 +455,23 @@ func TestPairMakesANewTokenEachTime(t *testing.T) {
 		t.Error("the bound token admitted another device")
 	}
 }
+
+// TestWebAppForLinks: links a device opens (an ntfy tap) name the web app
+// at the address pairing links do; in a container without --public-url no
+// address is known, and none is named.
+func TestWebAppForLinks(t *testing.T) {
+	lan := []netip.Addr{netip.MustParseAddr("192.168.1.23")}
+	r, _ := reachOf(":8787", "", lan)
+	if got := r.webApp(); got != "http://192.168.1.23:8787/" {
+		t.Fatalf("web app %q", got)
+	}
+	r, _ = reachOf(":8787", "https://iris.example.com", lan)
+	if got := r.webApp(); got != "https://iris.example.com/" {
+		t.Fatalf("web app %q", got)
+	}
+	r, _ = reachOf(":8787", "", nil)
+	r.Container = true
+	if got := r.webApp(); got != "" {
+		t.Fatalf("web app in a container %q", got)
+	}
+}

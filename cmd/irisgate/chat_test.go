@@ -540,7 +540,7 @@ func TestChatRendersPickersAndErrorFrames(t *testing.T) {
 	s.lane = client.Lane{ChatID: "default"}
 	s.dir = []chanEntry{{ChatID: "default", Name: "Default", Kind: "default", IsDefault: true}, {ChatID: "chan_w", Name: "Work", Kind: "channel"}}
 	frame := func(typ, chat, payload string) client.Frame {
-		return client.Frame{V: 1, Type: typ, ChatID: chat, Payload: []byte(payload)}
+		return client.Frame{Envelope: client.Envelope{V: 1, Type: typ, ChatID: chat, Payload: []byte(payload)}}
 	}
 	s.handleFrame(frame("error", "", `{"code":"unsupported","message":"binary frame outside a media upload"}`))
 	s.handleFrame(frame("picker.choice", "default", `{"picker_id":"pc_1","title":"Reasoning effort","choices":[{"value":"low","label":"Low"},{"value":"high","label":"High","is_current":true}]}`))

@@ -107,3 +107,18 @@ func TestConfigPush(t *testing.T) {
 		t.Fatalf("from the environment: %+v", p)
 	}
 }
+
+// TestConfigAutoTitleHermes: naming a Hermes chat's threads with another
+// provider is off unless the flag or the environment turns it on.
+func TestConfigAutoTitleHermes(t *testing.T) {
+	if parse(t, "serve").Serve.appConfig(nil, nil).AutoTitleHermes {
+		t.Fatal("titles for Hermes lanes are on by default")
+	}
+	if !parse(t, "serve", "--auto-title-hermes").Serve.appConfig(nil, nil).AutoTitleHermes {
+		t.Fatal("--auto-title-hermes does not reach the gateway")
+	}
+	t.Setenv("IRISGATE_AUTO_TITLE_HERMES", "true")
+	if !parse(t, "serve").Serve.appConfig(nil, nil).AutoTitleHermes {
+		t.Fatal("IRISGATE_AUTO_TITLE_HERMES does not reach the gateway")
+	}
+}

@@ -88,6 +88,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	}
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
+	cfg.Push.WebApp = where.webApp()
 	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
@@ -131,7 +132,7 @@ func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig 
 		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(),
 		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
-		Media: media.Limits{MaxSize: c.MaxMedia},
+		Media: media.Limits{MaxSize: c.MaxMedia}, ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
 			Mobile: mobile.Settings{DeliverTokens: c.DeliverTokens, AllowedDevices: c.MobileAllowedDevices, ExtraTokens: c.MobileExtraTokens,
 				HomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, PromptTTL: c.MobilePromptTTL}},

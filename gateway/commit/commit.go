@@ -17,7 +17,7 @@ import (
 
 // Store is where writes are committed.
 type Store interface {
-	Write(ctx context.Context, fn func(*store.Tx) error) error
+	Write(ctx context.Context, fn func(store.Tx) error) error
 }
 
 // Publisher hands an event to the devices (package hub's Hub). It must
@@ -70,7 +70,7 @@ type Log struct {
 // write is one unit of the group commit: store changes and the event they
 // produce, applied in one savepoint and published once committed.
 type write struct {
-	apply func(*store.Tx) error
+	apply func(store.Tx) error
 	ev    *core.Event
 	size  int        // of ev's outbox body, once stored
 	done  chan error // nil: nobody waits
@@ -100,7 +100,7 @@ func New(st Store, pub Publisher, log *slog.Logger, cfg Config) *Log {
 // one transaction shared with whatever else is committing; once that is
 // durable ev is published. It returns when that has happened, so an
 // event the caller publishes next reaches every device after ev.
-func (l *Log) Commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Event) error {
+func (l *Log) Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
 	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
 	select {
 	case l.writes <- w:
@@ -127,7 +127,7 @@ func (l *Log) Commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Eve
 // CommitLater queues a write without waiting for it. When the committer
 // is behind the write is dropped: it is for best-effort saves (a
 // streaming reply's progress).
-func (l *Log) CommitLater(fn func(*store.Tx) error) {
+func (l *Log) CommitLater(fn func(store.Tx) error) {
 	select {
 	case l.writes <- &write{apply: fn}:
 	default:
@@ -192,7 +192,7 @@ func (l *Log) commitBatch(ws []*write) []error {
 	// failure undoes its own changes alone: savepoints cost two
 	// statements a write, a quarter of the commit path. Writes only
 	// change the store and set values, so running one twice is safe.
-	err := l.st.Write(context.Background(), func(tx *store.Tx) error {
+	err := l.st.Write(context.Background(), func(tx store.Tx) error {
 		for _, w := range ws {
 			if err := applyWrite(tx, w); err != nil {
 				return errWriteFailed
@@ -207,10 +207,10 @@ func (l *Log) commitBatch(ws []*write) []error {
 		return errs
 	}
 	if errors.Is(err, errWriteFailed) {
-		err = l.st.Write(context.Background(), func(tx *store.Tx) error {
+		err = l.st.Write(context.Background(), func(tx store.Tx) error {
 			errs = errs[:0] // the transaction may be retried
 			for _, w := range ws {
-				errs = append(errs, tx.Savepoint(func(tx *store.Tx) error { return applyWrite(tx, w) }))
+				errs = append(errs, tx.Savepoint(func(tx store.Tx) error { return applyWrite(tx, w) }))
 			}
 			return nil
 		})
@@ -225,7 +225,7 @@ func (l *Log) commitBatch(ws []*write) []error {
 	return errs
 }
 
-func applyWrite(tx *store.Tx, w *write) error {
+func applyWrite(tx store.Tx, w *write) error {
 	if w.apply != nil {
 		if err := w.apply(tx); err != nil {
 			return err

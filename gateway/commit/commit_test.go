@@ -85,8 +85,8 @@ func run(l *Log) (stop func()) {
 	return func() { once.Do(func() { close(done); <-ran }) }
 }
 
-func putChannel(id string) func(*store.Tx) error {
-	return func(tx *store.Tx) error {
+func putChannel(id string) func(store.Tx) error {
+	return func(tx store.Tx) error {
 		return tx.PutChannel(core.Channel{ChatID: id, Name: id, Kind: core.KindChannel})
 	}
 }
@@ -103,7 +103,7 @@ func TestCommitBatchIsolatesAFailingWrite(t *testing.T) {
 	boom := errors.New("boom")
 	ws := []*write{
 		{apply: putChannel("chan_a"), ev: idle("chan_a"), done: make(chan error, 1)},
-		{apply: func(tx *store.Tx) error {
+		{apply: func(tx store.Tx) error {
 			if err := putChannel("chan_half")(tx); err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ type wrote struct {
 	done chan error
 }
 
-func (w wrote) Write(ctx context.Context, fn func(*store.Tx) error) error {
+func (w wrote) Write(ctx context.Context, fn func(store.Tx) error) error {
 	err := w.Store.Write(ctx, fn)
 	w.done <- err
 	return err
@@ -230,9 +230,9 @@ func TestPublishOrderAcrossBatches(t *testing.T) {
 	for w := range writers {
 		go func() {
 			for i := range each {
-				var fn func(*store.Tx) error
+				var fn func(store.Tx) error
 				if i%17 == 0 {
-					fn = func(*store.Tx) error { return boom }
+					fn = func(store.Tx) error { return boom }
 				}
 				ev := idle(fmt.Sprintf("chan_%d", w))
 				err := l.Commit(ctx, fn, ev)
@@ -284,7 +284,7 @@ func TestApplyCommitsBeforePublish(t *testing.T) {
 	ctx := context.Background()
 	lk := core.Lane{ChatID: core.DefaultChatID}
 	m := core.Message{ID: "m_reply", Lane: lk, Role: core.RoleAssistant, TS: 1}
-	if err := l.Commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+	if err := l.Commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
 		&core.Event{Type: core.EvMessageStart, Lane: lk, StreamID: m.ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestApplyCommitsBeforePublish(t *testing.T) {
 		}
 	}
 	m.Text = "done"
-	if err := l.Commit(ctx, func(tx *store.Tx) error {
+	if err := l.Commit(ctx, func(tx store.Tx) error {
 		mu.Lock()
 		stream = ""
 		mu.Unlock()

@@ -213,8 +213,8 @@ func (r *Runner) deviceName(c hub.Caller) string {
 	if id == "" {
 		return ""
 	}
-	if d, err := r.st.Device(context.Background(), id); err == nil && d.Name != "" {
-		return d.Name
+	if name, err := r.st.DeviceName(context.Background(), id); err == nil && name != "" {
+		return name
 	}
 	return id
 }

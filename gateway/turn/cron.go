@@ -34,7 +34,7 @@ func (r *Runner) EnqueueCron(ctx context.Context, lk core.Lane, j store.CronJob,
 		Msg:  core.Message{ID: store.CronTurnID(j.ID), Lane: lk, Text: j.Prompt},
 		cron: &cronRun{job: j, done: done},
 	}
-	if err := r.c.Commit(ctx, func(tx *store.Tx) error { return tx.QueueTurn(lk, p.Msg.ID) }, nil); err != nil {
+	if err := r.c.Commit(ctx, func(tx store.Tx) error { return tx.QueueTurn(lk, p.Msg.ID) }, nil); err != nil {
 		return err
 	}
 	if err := r.Enqueue(p); err != nil && err != ErrShuttingDown {
@@ -68,7 +68,7 @@ func (r *Runner) runCron(ctx context.Context, l *lane, t *turn, p Pending) {
 	lk, j := l.key, p.cron.job
 	// Final writes use their own context: a stopped turn still ends.
 	fin := context.Background()
-	if err := r.c.Commit(fin, func(tx *store.Tx) error { return tx.StartTurn(p.Msg.ID) },
+	if err := r.c.Commit(fin, func(tx store.Tx) error { return tx.StartTurn(p.Msg.ID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "cron"}); err != nil {
 		r.log.Error("cron turn: agent.busy", "lane", lk.String(), "job", j.ID, "err", err)
 		p.cron.done(err)
@@ -82,7 +82,7 @@ func (r *Runner) runCron(ctx context.Context, l *lane, t *turn, p Pending) {
 		switch e.Kind {
 		case agent.Text:
 			b.WriteString(e.Text)
-		case agent.TextIsCommentary:
+		case agent.TextIsCommentary, agent.TextIsReasoning:
 			b.Reset()
 		}
 	})

@@ -102,7 +102,7 @@ func (h *host) PostCron(ctx context.Context, lk core.Lane, j store.CronJob, text
 	h.posted = append(h.posted, text)
 	h.mu.Unlock()
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
-	return h.rig.log.Commit(ctx, func(tx *store.Tx) error { return tx.InsertMessage(m, false) },
+	return h.rig.log.Commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m})
 }
 
@@ -145,7 +145,7 @@ func (rg *rig) send(text string, from *device) core.Message {
 	if err := rg.r.Reserve(lk); err != nil {
 		rg.t.Fatal(err)
 	}
-	if err := rg.log.Commit(rg.ctx, func(tx *store.Tx) error {
+	if err := rg.log.Commit(rg.ctx, func(tx store.Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}

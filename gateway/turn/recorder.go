@@ -58,6 +58,8 @@ func (rec *recorder) Emit(e agent.Event) {
 		rec.commentary(e.Text)
 	case agent.TextIsCommentary:
 		rec.textIsCommentary(e.Text)
+	case agent.TextIsReasoning:
+		rec.textIsReasoning(e.Text)
 	case agent.File:
 		rec.file(e.Path)
 	case agent.ToolStart:
@@ -86,7 +88,7 @@ func (rec *recorder) begin() {
 	rec.t.mu.Lock()
 	rec.t.streamID = id
 	rec.t.mu.Unlock()
-	rec.startErr = rec.r.c.Commit(rec.fin, func(tx *store.Tx) error { return tx.InsertMessage(m, true) },
+	rec.startErr = rec.r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
 		&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
 }
 
@@ -103,7 +105,7 @@ func (rec *recorder) text(piece string) {
 	if time.Since(rec.lastSave) >= rec.r.cfg.ProgressEvery {
 		rec.lastSave = time.Now()
 		reasoning := rec.reasoning.String()
-		rec.r.c.CommitLater(func(tx *store.Tx) error { return tx.SaveProgress(id, text, reasoning) })
+		rec.r.c.CommitLater(func(tx store.Tx) error { return tx.SaveProgress(id, text, reasoning) })
 	}
 }
 
@@ -128,6 +130,27 @@ func (rec *recorder) textIsCommentary(fallback string) {
 	}
 	if strings.TrimSpace(text) != "" {
 		rec.commentary(text)
+	}
+}
+
+// textIsReasoning: what streamed so far was the model's reasoning (its
+// chat template opened the think block). It moves there, and the bubble
+// starts over.
+func (rec *recorder) textIsReasoning(fallback string) {
+	t := rec.t
+	t.mu.Lock()
+	text, id := t.text, t.streamID
+	t.text = ""
+	t.mu.Unlock()
+	if text == "" {
+		text = fallback
+	}
+	rec.reasoning.WriteString(text)
+	if rec.started {
+		rec.r.c.Publish(&core.Event{Type: core.EvMessageUpdate, Lane: rec.lk, StreamID: id, Text: ""})
+		// What was saved as the reply so far is not one.
+		reasoning := rec.reasoning.String()
+		rec.r.c.CommitLater(func(tx store.Tx) error { return tx.SaveProgress(id, "", reasoning) })
 	}
 }
 
@@ -180,7 +203,7 @@ func (rec *recorder) Record(m agent.Msg) {
 	// owed in the same commit that puts it in the conversation, so a
 	// crash either side of it neither loses it nor answers it twice.
 	consumed := rec.t.steeredBy(m.MessageID)
-	err := rec.r.c.Commit(rec.fin, func(tx *store.Tx) error {
+	err := rec.r.c.Commit(rec.fin, func(tx store.Tx) error {
 		if err := tx.AppendConversation(rec.lk, tag, entryOf(m)); err != nil {
 			return err
 		}
@@ -215,7 +238,7 @@ func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (
 	if showReasoning {
 		m.Reasoning = rec.reasoning.String()
 	}
-	err := rec.r.c.Commit(rec.fin, func(tx *store.Tx) error {
+	err := rec.r.c.Commit(rec.fin, func(tx store.Tx) error {
 		// The stream ends here, before message.stop is published: a
 		// device joining from now on must not be shown it as running.
 		t.mu.Lock()

@@ -27,9 +27,9 @@ import (
 type Committer interface {
 	// Commit applies fn and commits ev with it; it returns once ev is
 	// published.
-	Commit(ctx context.Context, fn func(*store.Tx) error, ev *core.Event) error
+	Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error
 	// CommitLater queues a write without waiting (best effort).
-	CommitLater(fn func(*store.Tx) error)
+	CommitLater(fn func(store.Tx) error)
 	// Publish sends an ephemeral event now.
 	Publish(ev *core.Event)
 }
@@ -40,7 +40,7 @@ type Store interface {
 	Conversation(ctx context.Context, lk core.Lane) ([]record.ConversationEntry, error)
 	Approved(ctx context.Context, grant string) (bool, error)
 	Approve(ctx context.Context, grant string) error
-	Device(ctx context.Context, id string) (store.Device, error)
+	DeviceName(ctx context.Context, id string) (string, error)
 }
 
 // Host is what the runner asks of the gateway around it.
@@ -289,7 +289,7 @@ func (r *Runner) DropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return 0, nil
 	}
 	people := 0
-	err := r.c.Commit(ctx, func(tx *store.Tx) error {
+	err := r.c.Commit(ctx, func(tx store.Tx) error {
 		for _, p := range dropped {
 			if err := tx.EndTurn(p.Msg.ID); err != nil {
 				return err

@@ -126,7 +126,7 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 	}
 	// The row is committed before the turn can see the steer, so the
 	// turn's consuming it (which deletes the row) always comes after.
-	if err := r.c.Commit(ctx, func(tx *store.Tx) error {
+	if err := r.c.Commit(ctx, func(tx store.Tx) error {
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func (r *Runner) endTurn(t *turn, lk core.Lane, turnID string, also ...string) {
 	if len(reqs) > 0 {
 		idle.ReplyTo = &reqs[0]
 	}
-	if err := r.c.Commit(context.Background(), func(tx *store.Tx) error {
+	if err := r.c.Commit(context.Background(), func(tx store.Tx) error {
 		for _, id := range append([]string{turnID}, also...) {
 			if err := tx.EndTurn(id); err != nil {
 				return err

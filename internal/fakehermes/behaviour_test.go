@@ -120,6 +120,52 @@ func TestApprovalTimeoutThenASecondRequest(t *testing.T) {
 	}
 }
 
+// Parallel tools each ask: both approvals are pending at once, in the
+// order asked. A bare answer resolves the oldest (resolve_gateway_approval
+// pops queue[0]), one naming a request that one, "all" every one; the run
+// goes on once both have their answer.
+func TestTogetherKeepsTwoApprovalsPending(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		s := New(t, Config{Key: key, Legacy: legacy})
+		s.Push(Script{Steps: []Step{
+			ToolStarted("delegate_task", "two jobs"),
+			Together(Approval("rm -rf build", "delete"), Approval("sudo rm -rf /srv/data", "delete as root")),
+			ToolCompleted("delegate_task", 1, false),
+			Completed("Done.", 1, 1),
+		}})
+		c := newClient(t, s)
+		id := c.start(`{"input":"clean"}`)
+		evs := c.subscribe(id)
+		first, second := next(t, evs, "approval.request"), next(t, evs, "approval.request")
+		if first["command"] != "rm -rf build" || second["command"] != "sudo rm -rf /srv/data" {
+			t.Fatalf("requests %v, %v", first, second)
+		}
+		answer := `{"choice":"once"}`
+		if !legacy {
+			answer = `{"choice":"once","request_id":"` + second["request_id"].(string) + `"}`
+		}
+		if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", answer, key); code != 200 || decode(t, body)["resolved"] != float64(1) {
+			t.Fatalf("answer: %d %s", code, body)
+		}
+		_, _, body := c.do("GET", "/v1/runs/"+id, "", key)
+		if st := decode(t, body); st["status"] != "running" || st["last_event"] != "approval.responded" {
+			t.Fatalf("status with one still pending %s", body)
+		}
+		if code, _, body := c.do("POST", "/v1/runs/"+id+"/approval", `{"choice":"deny","all":true}`, key); code != 200 || decode(t, body)["resolved"] != float64(1) {
+			t.Fatalf("deny all: %d %s", code, body)
+		}
+		next(t, evs, "run.completed")
+		// The bare answer went to the oldest, the named one to its request.
+		want := "once rm -rf build,deny sudo rm -rf /srv/data"
+		if !legacy {
+			want = "once sudo rm -rf /srv/data,deny rm -rf build"
+		}
+		if r := s.Runs()[0]; strings.Join(r.Decided, ",") != want {
+			t.Fatalf("Hermes decided %v", r.Decided)
+		}
+	}
+}
+
 func TestApprovalTimeoutLeavesTheStatusWaiting(t *testing.T) {
 	s := New(t, Config{Key: key})
 	hold := make(chan struct{})

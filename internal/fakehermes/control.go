@@ -49,11 +49,7 @@ func (s *Server) pushEvent(rn *run, ev map[string]any, split int) {
 
 // approve is POST /v1/runs/{id}/approval (_handle_run_approval).
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
-	body, _, bodyOK := s.readBody(r)
-	if !s.authorized(w, r) {
-		return
-	}
-	rn := s.runOr404(w, r.PathValue("id"))
+	rn, body, bodyOK := s.openRun(w, r, true)
 	if rn == nil {
 		return
 	}
@@ -105,7 +101,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		}
 		rn.pending = keep
 		for _, a := range targets {
-			rn.approvals = append(rn.approvals, choice)
+			rn.decide(a, choice)
 			a.answer <- choice
 		}
 		if len(targets) > 0 {
@@ -217,11 +213,7 @@ func (s *Server) stopRun(w http.ResponseWriter, r *http.Request) {
 // steer is POST /v1/runs/{id}/steer (_handle_steer_run); the legacy API
 // server has no such route.
 func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
-	body, _, bodyOK := s.readBody(r)
-	if !s.authorized(w, r) {
-		return
-	}
-	rn := s.runOr404(w, r.PathValue("id"))
+	rn, body, bodyOK := s.openRun(w, r, true)
 	if rn == nil {
 		return
 	}
@@ -328,7 +320,7 @@ func (s *Server) sweep(at time.Time) {
 		// unregister_gateway_notify wakes every waiting approval with no
 		// choice: the command does not run.
 		for _, a := range rn.pending {
-			rn.approvals = append(rn.approvals, "swept")
+			rn.decide(a, "swept")
 			close(a.answer)
 		}
 		rn.pending = nil

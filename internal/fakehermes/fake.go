@@ -91,6 +91,13 @@ type Step struct {
 	AwaitPolls int
 	// AwaitSteer waits until a steer has been accepted (or a stop).
 	AwaitSteer bool
+	// Together asks these Approval steps at once, in order, and waits until
+	// each has its answer or its timeout (or a stop): tools running in
+	// parallel, such as delegate_task's batch, whose children run in
+	// threads of their own (tools/delegate_tool.py) and each block on an
+	// approval in the session's one FIFO queue (tools/approval.py,
+	// _gateway_queues), so several are pending at once.
+	Together []Step
 }
 
 // Script is what one run does. Without a run.completed or run.failed step
@@ -113,7 +120,9 @@ type Run struct {
 	// Approvals are the choices Hermes took, in order: once, session,
 	// always, deny, or "timeout" (its own approval timeout denied it) and
 	// "swept" (the legacy sweeper dropped the approval session).
-	Approvals     []string
+	Approvals []string
+	// Decided says which command each of them went to: "once rm -rf build".
+	Decided       []string
 	StopRequested bool
 	Polls         int
 	Input         any
@@ -171,6 +180,7 @@ type run struct {
 
 	pending   []*approval // FIFO, as tools/approval.py's _gateway_queues
 	approvals []string
+	decided   []string
 	polls     int
 	steers    []string // accepted, not yet read
 	accepted  []string
@@ -188,6 +198,13 @@ type approval struct {
 	requestID string
 	data      map[string]any
 	answer    chan string // cap 1; closed when woken without a choice
+}
+
+// decide records what became of an approval; s.mu is held.
+func (rn *run) decide(a *approval, choice string) {
+	rn.approvals = append(rn.approvals, choice)
+	cmd, _ := a.data["command"].(string)
+	rn.decided = append(rn.decided, choice+" "+cmd)
 }
 
 type item struct {
@@ -409,7 +426,7 @@ func (s *Server) Runs() []Run {
 	defer s.mu.Unlock()
 	out := make([]Run, len(s.order))
 	for i, r := range s.order {
-		out[i] = Run{ID: r.id, SessionID: r.session, Status: r.status, Approvals: append([]string(nil), r.approvals...),
+		out[i] = Run{ID: r.id, SessionID: r.session, Status: r.status, Approvals: append([]string(nil), r.approvals...), Decided: append([]string(nil), r.decided...),
 			StopRequested: r.stopReq, Polls: r.polls, Input: r.input, Stream: r.stream, Steers: append([]string(nil), r.accepted...),
 			Delivered: append([]string(nil), r.delivered...), PendingSteer: r.pendingSteerField, Swept: r.swept}
 	}

@@ -202,6 +202,22 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, out)
 }
 
+// openRun opens a handler of a run's route as Hermes's do: the request is
+// logged (with its JSON body when withBody; bodyOK says it was one), the
+// key checked (401), the run looked up (404). rn is nil when the answer
+// was given.
+func (s *Server) openRun(w http.ResponseWriter, r *http.Request, withBody bool) (rn *run, body map[string]any, bodyOK bool) {
+	if withBody {
+		body, _, bodyOK = s.readBody(r)
+	} else {
+		s.log(r, nil)
+	}
+	if !s.authorized(w, r) {
+		return nil, nil, false
+	}
+	return s.runOr404(w, r.PathValue("id")), body, bodyOK
+}
+
 func (s *Server) runOr404(w http.ResponseWriter, id string) *run {
 	s.mu.Lock()
 	rn := s.runs[id]
@@ -238,11 +254,7 @@ func (s *Server) statusLocked(rn *run) map[string]any {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	s.log(r, nil)
-	if !s.authorized(w, r) {
-		return
-	}
-	rn := s.runOr404(w, r.PathValue("id"))
+	rn, _, _ := s.openRun(w, r, false)
 	if rn == nil {
 		return
 	}

@@ -104,7 +104,11 @@ func (s *Server) steps(rn *run, sc Script, text *strings.Builder) (ended bool, e
 				return false, err
 			}
 		case st.Approval != nil:
-			if err := s.askApproval(rn, st); err != nil {
+			if err := s.askApprovals(rn, st); err != nil {
+				return false, err
+			}
+		case len(st.Together) > 0:
+			if err := s.askApprovals(rn, st.Together...); err != nil {
 				return false, err
 			}
 		case st.Event != nil:
@@ -137,32 +141,54 @@ func (s *Server) awaitPolls(rn *run, n int) error {
 	}
 }
 
-// askApproval is the agent blocked in _await_gateway_decision: it asks,
-// then waits for an answer, Hermes's approval timeout (a deny nobody hears
-// of: the status keeps saying waiting_for_approval, since only an answer
-// or the next control event moves it) or a stop.
-func (s *Server) askApproval(rn *run, st Step) error {
-	timeout := s.cfg.ApprovalTimeout
-	if st.ApprovalTimeout > 0 {
-		timeout = st.ApprovalTimeout
+// askApprovals is the agent blocked in _await_gateway_decision, in one
+// thread per approval: each asks, in order, then waits for an answer,
+// Hermes's approval timeout (a deny nobody hears of: the status keeps
+// saying waiting_for_approval, since only an answer or the next control
+// event moves it) or a stop.
+func (s *Server) askApprovals(rn *run, steps ...Step) error {
+	type waiting struct {
+		a       *approval
+		timeout time.Duration
 	}
-	ev, id := s.approvalEvent(st.Approval, timeout)
-	a := &approval{requestID: id, data: ev, answer: make(chan string, 1)}
+	var ws []waiting
 	s.mu.Lock()
-	if rn.swept {
-		// The legacy sweeper unregistered the run's notify callback:
-		// nobody can be asked, and the command does not run.
-		rn.approvals = append(rn.approvals, "swept")
-		s.mu.Unlock()
-		return nil
+	for _, st := range steps {
+		timeout := s.cfg.ApprovalTimeout
+		if st.ApprovalTimeout > 0 {
+			timeout = st.ApprovalTimeout
+		}
+		ev, id := s.approvalEvent(st.Approval, timeout)
+		a := &approval{requestID: id, data: ev, answer: make(chan string, 1)}
+		if rn.swept {
+			// The legacy sweeper unregistered the run's notify callback:
+			// nobody can be asked, and the command does not run.
+			rn.decide(a, "swept")
+			continue
+		}
+		rn.pending = append(rn.pending, a)
+		s.setStatus(rn, "waiting_for_approval", "approval.request")
+		if !s.cfg.Legacy {
+			rn.approvalField = maps.Clone(ev)
+		}
+		s.pushEvent(rn, ev, 0)
+		ws = append(ws, waiting{a, timeout})
 	}
-	rn.pending = append(rn.pending, a)
-	s.setStatus(rn, "waiting_for_approval", "approval.request")
-	if !s.cfg.Legacy {
-		rn.approvalField = maps.Clone(ev)
-	}
-	s.pushEvent(rn, ev, 0)
 	s.mu.Unlock()
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		go func() { errs <- s.awaitApproval(rn, w.a, w.timeout) }()
+	}
+	var err error
+	for range ws {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func (s *Server) awaitApproval(rn *run, a *approval, timeout time.Duration) error {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -172,7 +198,7 @@ func (s *Server) askApproval(rn *run, st Step) error {
 		for i, p := range rn.pending {
 			if p == a {
 				rn.pending = append(rn.pending[:i], rn.pending[i+1:]...)
-				rn.approvals = append(rn.approvals, "timeout")
+				rn.decide(a, "timeout")
 				break
 			}
 		}
@@ -287,6 +313,9 @@ func ApprovalWithin(command, description string, timeout time.Duration) Step {
 	st.ApprovalTimeout = timeout
 	return st
 }
+
+// Together asks approvals at once (see Step.Together).
+func Together(approvals ...Step) Step { return Step{Together: approvals} }
 
 // Keepalive writes a keepalive comment.
 func Keepalive() Step { return Step{Keepalive: true} }

@@ -19,7 +19,8 @@
 //   - a message over MessageSizeLimit (4096) with no attachment cache:
 //     413 41301; a JSON body over twice that: 413 41303;
 //   - errors are JSON {"code","http","error","link"} (handleError);
-//     a publish is answered with the stored message as JSON.
+//     a publish is answered with the stored message as JSON (empty fields
+//     left out, a missing body as "triggered").
 //
 // ntfy v2.13 has no way to update a notification: each publish is one
 // more on the phone. With Sequences set, the fake behaves as ntfy's
@@ -97,7 +98,27 @@ var (
 // DefaultDisallowedTopics is ntfy's config.go DefaultDisallowedTopics.
 var DefaultDisallowedTopics = []string{"docs", "static", "file", "app", "metrics", "account", "settings", "signup", "login", "v1"}
 
-const messageSizeLimit = 4096
+const (
+	messageSizeLimit = 4096
+	emptyMessageBody = "triggered"    // server.go: what a publish without a body says
+	cacheDuration    = 12 * time.Hour // config.go DefaultCacheDuration: the answer's expires
+)
+
+// answer is the message a publish is answered with (server/types.go
+// message: empty fields left out), plus sequence_id from v2.16.
+type answer struct {
+	ID         string   `json:"id"`
+	Time       int64    `json:"time"`
+	Expires    int64    `json:"expires,omitempty"`
+	Event      string   `json:"event"`
+	Topic      string   `json:"topic"`
+	Title      string   `json:"title,omitempty"`
+	Message    string   `json:"message,omitempty"`
+	Priority   int      `json:"priority,omitempty"`
+	Tags       []string `json:"tags,omitempty"`
+	Click      string   `json:"click,omitempty"`
+	SequenceID string   `json:"sequence_id,omitempty"`
+}
 
 // New starts a server until the test ends.
 func New(t testing.TB) *Server {
@@ -277,8 +298,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		m.SequenceID = h
 	}
 	m.Auth = auth
+	if m.Body == "" {
+		m.Body = emptyMessageBody
+	}
+	given := m.Priority // the answer has it only when given (omitempty)
 	if m.Priority == 0 {
-		m.Priority = 3
+		m.Priority = 3 // what the phone shows
 	}
 	// In ntfy's order: the topic (limitRequestsWithTopic), its access
 	// (authorizeTopicWrite), then the publish's parameters and body.
@@ -352,13 +377,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	id := make([]byte, 6)
 	rand.Read(id)
-	out := map[string]any{"id": hex.EncodeToString(id), "time": time.Now().Unix(), "event": "message", "topic": m.Topic,
-		"title": m.Title, "message": m.Body, "priority": m.Priority, "tags": m.Tags, "click": m.Click}
-	if m.SequenceID != "" {
-		out["sequence_id"] = m.SequenceID
-	}
+	now := time.Now().Unix()
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
+	json.NewEncoder(w).Encode(answer{ID: hex.EncodeToString(id), Time: now, Expires: now + int64(cacheDuration/time.Second), Event: "message",
+		Topic: m.Topic, Title: m.Title, Message: m.Body, Priority: given, Tags: m.Tags, Click: m.Click, SequenceID: m.SequenceID})
 	select {
 	case s.arrived <- struct{}{}:
 	default:

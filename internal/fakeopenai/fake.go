@@ -5,9 +5,11 @@
 package fakeopenai
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,8 +35,9 @@ type Script struct {
 	// reverse_proxy does (502) when the model server behind it is down.
 	EmptyBody bool
 	// ErrorBody, with Status, is the exact body to answer with (a server's
-	// own error shape).
-	ErrorBody string
+	// own error shape, or a proxy's page), of ErrorType (default
+	// application/json).
+	ErrorBody, ErrorType string
 	// Sending, when set, is called right before chunk i is written and
 	// flushed to the connection (the benchmark times the first token with
 	// it: after the flush the reader may have it before this goroutine
@@ -76,6 +79,25 @@ func NewServer() *Server {
 	s.URL = s.srv.URL + "/v1"
 	return s
 }
+
+// NewTLS starts a server on HTTPS until the test ends. Its certificate is
+// its own, trusted by Client and by nothing else: a provider behind a
+// private CA, as a self-hosted one often is.
+func NewTLS(t testing.TB) *Server {
+	s := &Server{arrived: make(chan struct{})}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	// A client that does not trust the certificate is refused in the
+	// handshake: what tests provoke, not worth a log line.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
+	s.URL = s.srv.URL + "/v1"
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Client is an HTTP client for the server: on HTTPS, the one client that
+// trusts its certificate.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // Close stops the server (after the requests in flight).
 func (s *Server) Close() { s.srv.Close() }
@@ -185,7 +207,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sc.Status != 0 && sc.ErrorBody != "" {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", cmp.Or(sc.ErrorType, "application/json"))
 		w.WriteHeader(sc.Status)
 		io.WriteString(w, sc.ErrorBody)
 		return
@@ -313,9 +335,25 @@ type Call struct {
 	ID, Name, Args string
 }
 
+// Style is how a server streams tool calls.
+type Style struct {
+	// RepeatName puts the whole function name in every delta of a call,
+	// not only its first (see RepeatingName).
+	RepeatName bool
+}
+
+// OpenAI is how OpenAI streams tool calls: each call's id and name in its
+// first delta, then its arguments, under the call's index.
+var OpenAI = Style{}
+
+// ToolCalls streams several tool calls in one response as OpenAI does.
+func ToolCalls(text string, n int, calls ...Call) []string {
+	return OpenAI.ToolCalls(text, n, calls...)
+}
+
 // ToolCalls streams several tool calls in one response, each one's
 // arguments in n pieces, optionally after some text.
-func ToolCalls(text string, n int, calls ...Call) []string {
+func (st Style) ToolCalls(text string, n int, calls ...Call) []string {
 	out := []string{chunk(map[string]any{"role": "assistant"}, "")}
 	if text != "" {
 		out = append(out, chunk(map[string]any{"content": text}, ""))
@@ -325,9 +363,12 @@ func ToolCalls(text string, n int, calls ...Call) []string {
 			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""},
 		}}}, ""))
 		for _, p := range split(c.Args, n) {
-			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
-				"index": i, "function": map[string]any{"arguments": p},
-			}}}, ""))
+			fn := map[string]any{"arguments": p}
+			tc := map[string]any{"index": i, "function": fn}
+			if st.RepeatName {
+				fn["name"], tc["type"] = c.Name, "function"
+			}
+			out = append(out, chunk(map[string]any{"tool_calls": []any{tc}}, ""))
 		}
 	}
 	return append(out, chunk(map[string]any{}, "tool_calls"), Usage(20, 10))

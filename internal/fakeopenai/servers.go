@@ -10,27 +10,11 @@ import (
 
 // What real OpenAI-compatible servers send where they differ from OpenAI.
 
-// ToolCallsRepeatingName streams tool calls whose every delta carries the
-// whole function name again, with the arguments in n pieces: MiniMax-M2
-// through NVIDIA NIM does (NousResearch/hermes-agent#11984), and so do
-// vLLM builds that repeat it for the Vercel AI SDK (1CatAI/1Cat-vLLM#240).
-func ToolCallsRepeatingName(text string, n int, calls ...Call) []string {
-	out := []string{chunk(map[string]any{"role": "assistant"}, "")}
-	if text != "" {
-		out = append(out, chunk(map[string]any{"content": text}, ""))
-	}
-	for i, c := range calls {
-		out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
-			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""},
-		}}}, ""))
-		for _, p := range split(c.Args, n) {
-			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
-				"index": i, "type": "function", "function": map[string]any{"name": c.Name, "arguments": p},
-			}}}, ""))
-		}
-	}
-	return append(out, chunk(map[string]any{}, "tool_calls"), Usage(20, 10))
-}
+// RepeatingName streams tool calls whose every delta carries the whole
+// function name again: MiniMax-M2 through NVIDIA NIM does
+// (NousResearch/hermes-agent#11984), and so do vLLM builds that repeat it
+// for the Vercel AI SDK (1CatAI/1Cat-vLLM#240).
+var RepeatingName = Style{RepeatName: true}
 
 // ToolCallsOllama streams each tool call whole in one delta of its own
 // with its own id, as Ollama's /v1/chat/completions does; indexed says
@@ -57,6 +41,23 @@ func ToolCallsOllama(indexed bool, calls ...Call) []string {
 // --reasoning-parser and LM Studio (lmstudio-bug-tracker#1569).
 func ThinkInline(thinking, answer string, n int) []string {
 	content := "<think>\n" + thinking + "\n</think>\n\n" + answer
+	out := []string{chunk(map[string]any{"role": "assistant", "content": ""}, "")}
+	for _, p := range split(content, n) {
+		out = append(out, chunk(map[string]any{"content": p}, ""))
+	}
+	return append(out, chunk(map[string]any{}, "stop"), Usage(11, len(content)/4+1))
+}
+
+// ThinkOpenedByTemplate streams a reasoning model's reply whose think
+// block its chat template opened: the generation prompt of DeepSeek-R1
+// (deepseek-ai/DeepSeek-R1@7ca5e1e), its distills and QwQ ends in
+// "<think>\n", so the content starts inside the block and only the
+// closing tag comes (deepseek-ai/DeepSeek-R1#352 and #526,
+// open-webui/open-webui#9808), as llama.cpp with --reasoning-format none
+// and vLLM without --reasoning-parser pass it on. It is cut into n pieces
+// without regard for the tag.
+func ThinkOpenedByTemplate(thinking, answer string, n int) []string {
+	content := thinking + "\n</think>\n\n" + answer
 	out := []string{chunk(map[string]any{"role": "assistant", "content": ""}, "")}
 	for _, p := range split(content, n) {
 		out = append(out, chunk(map[string]any{"content": p}, ""))

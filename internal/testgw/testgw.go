@@ -18,6 +18,7 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/irisschema"
+	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
 )
 
@@ -87,6 +88,44 @@ func StartIn(t testing.TB, dir string, edit ...func(*server.AppConfig)) *GW {
 		<-served
 	})
 	return g
+}
+
+// WaitOffline waits until the gateway has let go of every connection of
+// the device (the hub forgets one once its reader ended), or fails.
+func (g *GW) WaitOffline(t testing.TB, deviceID string) {
+	t.Helper()
+	deadline := time.NewTimer(Wait)
+	defer deadline.Stop()
+	for {
+		left := g.App.GW.Presence() // before the check: a change after it closes this
+		if !g.App.Hub.Online(deviceID) {
+			return
+		}
+		select {
+		case <-left:
+		case <-deadline.C:
+			t.Fatalf("%s still online after %v", deviceID, Wait)
+		}
+	}
+}
+
+// WaitPush waits until cond holds, checked at each change of the
+// gateway's push queue (a push queued or tried), or fails.
+func (g *GW) WaitPush(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(Wait)
+	defer deadline.Stop()
+	for {
+		changed := g.App.Push.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s did not happen within %v", what, Wait)
+		}
+	}
 }
 
 // Close stops the gateway gracefully (idempotent).
@@ -192,7 +231,7 @@ func (d *Device) NextWithin(timeout time.Duration) (client.Frame, bool) {
 
 // Expect reads frames until one of type typ for which match (nil: any)
 // holds, and returns it; it fails the test after Wait.
-func (d *Device) Expect(typ string, match func(client.Frame) bool) client.Frame {
+func (d *Device) Expect(typ irisv1.FrameType, match func(client.Frame) bool) client.Frame {
 	d.t.Helper()
 	deadline := time.Now().Add(Wait)
 	var skipped []string
@@ -210,7 +249,7 @@ func (d *Device) Expect(typ string, match func(client.Frame) bool) client.Frame 
 }
 
 // Quiet asserts that no frame of type typ arrives within d.
-func (d *Device) Quiet(typ string, within time.Duration) {
+func (d *Device) Quiet(typ irisv1.FrameType, within time.Duration) {
 	d.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -230,7 +269,7 @@ func (d *Device) Quiet(typ string, within time.Duration) {
 
 // Do sends a request and returns its answer (validated), failing on
 // transport errors; a server error is returned.
-func (d *Device) Do(typ string, lane client.Lane, payload any) (client.Frame, error) {
+func (d *Device) Do(typ irisv1.FrameType, lane client.Lane, payload any) (client.Frame, error) {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
@@ -244,7 +283,7 @@ func (d *Device) Do(typ string, lane client.Lane, payload any) (client.Frame, er
 }
 
 // MustDo is Do that fails the test on a server error too.
-func (d *Device) MustDo(typ string, lane client.Lane, payload any) client.Frame {
+func (d *Device) MustDo(typ irisv1.FrameType, lane client.Lane, payload any) client.Frame {
 	d.t.Helper()
 	f, err := d.Do(typ, lane, payload)
 	if err != nil {

@@ -42,11 +42,13 @@ self.addEventListener('push', (e) => {
   let d = {};
   try { d = e.data ? e.data.json() : {}; } catch { d = { body: e.data ? e.data.text() : '' }; }
   const lane = d.chat_id ? (d.thread_id ? d.chat_id + '/' + d.thread_id : d.chat_id) : '';
+  // The gateway's tag names the notification this one replaces (one per
+  // lane): a lane's news updates its notification instead of adding one.
   e.waitUntil(self.clients.matchAll({ type: 'window' }).then((cs) => {
     // A visible tab shows the message itself.
     if (cs.some((c) => c.visibilityState === 'visible')) return undefined;
     return self.registration.showNotification(d.title || 'Iris', {
-      body: d.body || '', tag: lane || 'iris', renotify: true, data: { lane },
+      body: d.body || '', tag: d.tag || lane || 'iris', renotify: true, data: { lane },
       icon: new URL('icons/icon-192.png', scope).href, badge: new URL('icons/badge.png', scope).href,
     });
   }));

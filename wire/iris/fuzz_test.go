@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/irisschema"
+	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -64,37 +63,28 @@ func parseFrame(tb testing.TB, data []byte) errFrame {
 	return f
 }
 
-var intLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
-
-// readableID is the request id an input carries, read independently of
-// the decoder: the input is a JSON object whose only member named "id" in
-// any letter case is exactly "id" and holds an int64 literal. ok is false
-// when there is no such id.
-func readableID(data []byte) (int64, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(data, &m) != nil {
-		return 0, false
-	}
-	n := 0
-	for k := range m {
-		if strings.EqualFold(k, "id") {
-			n++
-		}
-	}
-	raw, ok := m["id"]
-	if !ok || n != 1 || !intLiteral.Match(raw) {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	return id, err == nil
-}
-
 // envelopeFieldsDecode reports whether the input's envelope members all
 // have the types the decoder reads them into (v number, type/chat_id/
 // thread_id strings), so that json.Unmarshal of the envelope succeeds.
 func envelopeFieldsDecode(data []byte) bool {
-	var env inEnvelope
+	var env struct {
+		V        *int    `json:"v"`
+		Type     string  `json:"type"`
+		ChatID   *string `json:"chat_id"`
+		ThreadID *string `json:"thread_id"`
+	}
 	return json.Unmarshal(data, &env) == nil
+}
+
+// version is the input's "v" as written, "" when it has none.
+func version(data []byte) string {
+	var v struct {
+		V *json.Number `json:"v"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.V == nil {
+		return ""
+	}
+	return v.V.String()
 }
 
 // FuzzDecode fuzzes the frame decoder and the payload decoding of every
@@ -120,31 +110,23 @@ func FuzzDecode(f *testing.F) {
 		if env.Type == "" {
 			t.Fatalf("decode accepted a frame without a type: %q", data)
 		}
-		if env.V != nil && *env.V != Version {
-			t.Fatalf("decode accepted version %d: %q", *env.V, data)
+		if v := version(data); v != "" && v != strconv.Itoa(Version) {
+			t.Fatalf("decode accepted version %s: %q", v, data)
 		}
-		if rid, ok := readableID(data); ok && rid != id {
+		if rid, ok := irisschema.ReadableID(data); ok && rid != id {
 			t.Fatalf("decode read id %d from %q, want %d", id, data, rid)
 		}
 		if !Is(data) {
 			t.Fatalf("decode accepted %q but Is says it is not an Iris frame", data)
 		}
-		var cr channelReq
-		for _, p := range []any{new(helloReq), new(sendReq), new(laneReq), &cr} {
+		for _, mk := range irisv1.AppToServer {
+			p := mk()
 			if err := payload(env, p); err != nil {
 				var ce *core.Error
 				if !errors.As(err, &ce) || ce.Code != core.CodeUnsupported {
 					t.Fatalf("payload(%T) of %q = %v, want an unsupported error", p, data, err)
 				}
 				checkErrorFrame(t, v, errorFrame(id, ce), data, fmt.Sprintf("payload %T", p))
-			}
-		}
-		for _, raw := range []json.RawMessage{cr.Icon, cr.Color} {
-			if _, err := nullableString(raw, "field"); err != nil {
-				var ce *core.Error
-				if !errors.As(err, &ce) || ce.Code != core.CodeUnsupported {
-					t.Fatalf("nullableString(%q) = %v, want an unsupported error", raw, err)
-				}
 			}
 		}
 	})
@@ -162,7 +144,7 @@ func checkErrorFrame(t *testing.T, v *irisschema.Validator, frame, input []byte,
 	if ef.Type != "error" || ef.Payload.Code != string(core.CodeUnsupported) {
 		t.Fatalf("%s: answer to malformed %q is %s, want error{code:unsupported}", what, input, frame)
 	}
-	if rid, ok := readableID(input); ok && envelopeFieldsDecode(input) && ef.ID != rid {
+	if rid, ok := irisschema.ReadableID(input); ok && envelopeFieldsDecode(input) && ef.ID != rid {
 		t.Fatalf("%s: error for %q carries id %d, want the request's id %d: %s", what, input, ef.ID, rid, frame)
 	}
 }
@@ -222,16 +204,15 @@ var replies = map[string][]string{
 	"commands.complete": {"commands.complete"}, "hello": {},
 }
 
-// payloadShape is the request struct each type's payload is decoded into.
+// payloadShape is the type each request's payload is decoded into; nil
+// for those whose payload the session does not read.
 func payloadShape(typ string) any {
 	switch typ {
-	case "message.send":
-		return new(sendReq)
-	case "ping", "history", "sync", "message.delete", "read.receipt", "agent.stop", "agent.steer", "fcm.register":
-		return new(laneReq)
-	case "channel.create", "channel.rename", "channel.set_default", "channel.favorite", "channel.icon",
-		"channel.set_automation", "channel.delete":
-		return new(channelReq)
+	case "hello", "channel.list", "commands.catalog":
+		return nil
+	}
+	if mk := irisv1.AppToServer[typ]; mk != nil {
+		return mk()
 	}
 	return nil
 }
@@ -336,7 +317,7 @@ func FuzzDispatch(f *testing.F) {
 		if herr != nil {
 			t.Fatalf("Handle(%q) returned %v", data, herr)
 		}
-		if !known[env0.Type] {
+		if _, known := handlers[env0.Type]; !known {
 			if typ != "other" {
 				t.Fatalf("Handle(%q) names unknown type %q", data, typ)
 			}

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // marshal writes the envelope by hand; it must equal what encoding/json
 // makes of the same envelope.
 func TestMarshalMatchesEncodingJSON(t *testing.T) {
-	for _, env := range []envelope{
+	for _, env := range []irisv1.Envelope{
 		{V: 1, Type: "message.update"},
 		{V: 1, ID: 42, Type: "history", ChatID: "default", ThreadID: "t_\"<x>\"", Cursor: 9},
 		{V: 1, Type: "status", ChatID: "ünï\u2028"},

@@ -8,6 +8,7 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // PullChunk is the size of the binary frames of a media.pull. It stays
@@ -15,116 +16,26 @@ import (
 // frame in half of it) and under clients' usual read limits.
 const PullChunk = 256 << 10
 
-type uploadStartReq struct {
-	Ref      string `json:"media_ref"`
-	Kind     string `json:"kind"`
-	Mime     string `json:"mime"`
-	Size     *int64 `json:"size"`
-	Filename string `json:"filename"`
+func (s *Session) uploadStart(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadStart) error {
+	return s.cfg.GW.UploadStart(ctx, s.caller(r.ID), gateway.UploadRequest{Ref: p.MediaRef, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename})
 }
 
-type uploadEndReq struct {
-	Ref    string `json:"media_ref"`
-	SHA256 string `json:"sha256"`
-}
-
-type uploadAckJSON struct {
-	OK  bool   `json:"ok"`
-	Ref string `json:"media_ref"`
-}
-
-type pullReq struct {
-	MediaID string `json:"media_id"`
-}
-
-type pullHeaderJSON struct {
-	MediaID  string `json:"media_id"`
-	Kind     string `json:"kind"`
-	Mime     string `json:"mime"`
-	Size     int64  `json:"size"`
-	Filename string `json:"filename"`
-	SHA256   string `json:"sha256"`
-}
-
-type searchReq struct {
-	Query    string  `json:"query"`
-	Scope    string  `json:"scope"`
-	ChatID   string  `json:"chat_id"`
-	ThreadID *string `json:"thread_id"`
-	Limit    int     `json:"limit"`
-	Before   string  `json:"before_message_id"`
-}
-
-type searchResultsJSON struct {
-	Query string          `json:"query"`
-	Scope string          `json:"scope"`
-	Hits  []searchHitJSON `json:"hits"`
-	// Beyond the spec's frame (docs/protocol.md): more pages, and the count
-	// (first page only).
-	HasMore bool `json:"has_more"`
-	Total   int  `json:"total,omitempty"`
-}
-
-type searchHitJSON struct {
-	MessageID string `json:"message_id"`
-	ChatID    string `json:"chat_id"`
-	ThreadID  string `json:"thread_id,omitempty"` // omitted in a channel's flat lane
-	Role      string `json:"role"`
-	Snippet   string `json:"snippet"`
-	TS        int64  `json:"ts"`
-}
-
-// media handles the media and search requests.
-func (s *Session) media(ctx context.Context, env *inEnvelope, id int64) error {
-	gw := s.cfg.GW
-	switch env.Type {
-	case "media.upload.start":
-		var p uploadStartReq
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		return gw.UploadStart(ctx, s.caller(id), gateway.UploadRequest{Ref: p.Ref, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename})
-	case "media.upload.end":
-		var p uploadEndReq
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		if err := gw.UploadEnd(ctx, s.caller(id), p.Ref, p.SHA256); err != nil {
-			return err
-		}
-		s.reply(id, "media.upload.ack", core.Lane{}, uploadAckJSON{OK: true, Ref: p.Ref})
-	case "media.pull":
-		var p pullReq
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		m, f, err := gw.PullMedia(ctx, p.MediaID)
-		if err != nil {
-			return err
-		}
-		// The bytes go out at the device's pace, without holding up its
-		// other requests.
-		return s.queuePull(pullJob{id: id, m: m, f: f})
-	case "search":
-		var p searchReq
-		if err := payload(env, &p); err != nil {
-			return err
-		}
-		lane := core.Lane{ChatID: p.ChatID, ThreadID: deref(p.ThreadID)}
-		if lane.ChatID == "" {
-			lane = core.Lane{ChatID: deref(env.ChatID), ThreadID: deref(env.ThreadID)}
-		}
-		scope, page, err := gw.Search(ctx, gateway.SearchRequest{Query: p.Query, Scope: p.Scope, Lane: lane, Limit: p.Limit, Before: p.Before})
-		if err != nil {
-			return err
-		}
-		out := searchResultsJSON{Query: p.Query, Scope: scope, Hits: make([]searchHitJSON, len(page.Hits)), HasMore: page.More, Total: page.Total}
-		for i, h := range page.Hits {
-			out.Hits[i] = searchHitJSON{MessageID: h.MessageID, ChatID: h.Lane.ChatID, ThreadID: h.Lane.ThreadID, Role: h.Role, Snippet: h.Snippet, TS: h.TS}
-		}
-		s.reply(id, "search.results", core.Lane{}, out)
+func (s *Session) uploadEnd(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadEnd) error {
+	if err := s.cfg.GW.UploadEnd(ctx, s.caller(r.ID), p.MediaRef, p.SHA256); err != nil {
+		return err
 	}
+	s.reply(r.ID, irisv1.TypeMediaUploadAck, core.Lane{}, irisv1.MediaUploadAck{OK: true, MediaRef: p.MediaRef})
 	return nil
+}
+
+func (s *Session) pullMedia(ctx context.Context, r *irisv1.Request, p *irisv1.MediaPullRequest) error {
+	m, f, err := s.cfg.GW.PullMedia(ctx, p.MediaID)
+	if err != nil {
+		return err
+	}
+	// The bytes go out at the device's pace, without holding up its
+	// other requests.
+	return s.queuePull(pullJob{id: r.ID, m: m, f: f})
 }
 
 // HandleBinary processes a binary frame: the next bytes of the
@@ -158,7 +69,7 @@ func (s *Session) queuePull(j pullJob) error {
 		return nil
 	default:
 		j.f.Close()
-		return core.Errorf(core.CodeRateLimited, "%d pulls are waiting on this connection already", maxQueuedPulls)
+		return errTooManyPulls
 	}
 }
 
@@ -185,8 +96,8 @@ func (s *Session) puller() {
 // as the connection drains, then media.pull.end.
 func (s *Session) pull(id int64, m core.Media, f io.ReadCloser) {
 	defer f.Close()
-	head := marshal(envelope{V: Version, ID: id, Type: "media.pull"},
-		pullHeaderJSON{MediaID: m.ID, Kind: m.Kind, Mime: m.Mime, Size: m.Size, Filename: m.Filename, SHA256: m.SHA256})
+	head := marshal(irisv1.Envelope{V: Version, ID: id, Type: irisv1.TypeMediaPull},
+		irisv1.MediaPull{MediaID: m.ID, Kind: m.Kind, Mime: m.Mime, Size: m.Size, Filename: m.Filename, SHA256: m.SHA256})
 	if err := s.conn.SendWait(s.ctx, hub.Out{Data: head}); err != nil {
 		return // the connection is going
 	}
@@ -212,7 +123,5 @@ func (s *Session) pull(id int64, m core.Media, f io.ReadCloser) {
 			break
 		}
 	}
-	s.conn.SendWait(s.ctx, hub.Out{Data: marshal(envelope{V: Version, ID: id, Type: "media.pull.end"}, struct {
-		OK bool `json:"ok"`
-	}{ok})})
+	s.conn.SendWait(s.ctx, hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: irisv1.TypeMediaPullEnd}, irisv1.MediaPullEnd{OK: ok})})
 }

@@ -71,13 +71,17 @@ export class ChatView {
     this.fileInput.addEventListener('change', () => { this.addFiles([...this.fileInput.files]); this.fileInput.value = ''; });
     // Stick to the bottom while the person is there: new messages, a
     // growing stream, images that load late and a composer or keyboard
-    // that takes room keep the newest in view. Only the person lets go, by
-    // scrolling up with a wheel, a finger, the keyboard or the scrollbar;
-    // what the layout does to the scroll position never counts (a scroll
-    // event measured after an image grew the list, a shrink the browser
-    // clamped).
+    // that takes room keep the newest in view. What the layout does to the
+    // scroll position never lets go (a scroll event measured after an
+    // image grew the list, a shrink the browser clamped): a scroll up
+    // while the content's height changed is put back. Any other scroll up
+    // is the person's, whatever moved it: a wheel, a finger, the keyboard,
+    // the scrollbar, and also find-in-page, a screen reader's cursor or a
+    // link to an anchor, which send no input event we could see.
     this.stick = true;
     this.lastTop = 0;
+    this.lastHeight = 0; // scrollHeight and clientHeight at the last scroll
+    this.lastView = 0;
     this.unseen = 0; // messages that arrived below while the person read above
     this.intentAt = -Infinity;
     this.pointerDown = false;
@@ -288,16 +292,21 @@ export class ChatView {
   }
 
   onScroll() {
-    const top = this.timeline.scrollTop;
+    const t = this.timeline;
+    const top = t.scrollTop;
     const person = this.pointerDown || performance.now() - this.intentAt < 800;
+    const resized = t.scrollHeight !== this.lastHeight || t.clientHeight !== this.lastView;
+    this.lastHeight = t.scrollHeight;
+    this.lastView = t.clientHeight;
     if (this.atBottom()) {
       this.stick = true;
       this.unseen = 0;
-    } else if (person) {
-      if (top < this.lastTop) this.stick = false;
-    } else if (this.stick && top < this.lastTop) {
-      this.scrollToBottom(false); // the layout moved the view up (content shrank, then grew): back down
-      return;
+    } else if (top < this.lastTop) {
+      if (this.stick && resized && !person) {
+        this.scrollToBottom(false); // the layout moved the view up (content shrank, then grew): back down
+        return;
+      }
+      this.stick = false; // the person's, however it scrolled
     }
     this.lastTop = top;
     this.renderJump();
@@ -319,6 +328,8 @@ export class ChatView {
     this.stick = true;
     this.unseen = 0;
     this.lastTop = t.scrollTop;
+    this.lastHeight = t.scrollHeight;
+    this.lastView = t.clientHeight;
     this.renderJump();
   }
 

@@ -3,14 +3,17 @@
 // this device while no tab is connected. Without a key (or without browser
 // support) nothing happens: notifications then only show while Iris is open.
 
+import { IrisError } from './conn.js';
+
 let fetched = null; // the key from GET /api/webpush, once per page
+let known = ''; // the key last found, from hello.ack or that GET
 
 /** vapidKey finds the gateway's VAPID public key: in hello.ack when it is
  * there, else from the gateway's GET /api/webpush ({public_key}). */
 export async function vapidKey(st, ack) {
   const caps = (ack && ack.server_caps) || {};
   const k = caps.vapid_public_key || caps.webpush_public_key || '';
-  if (k) return k;
+  if (k) return (known = k);
   if (fetched === null) {
     fetched = '';
     try {
@@ -19,16 +22,21 @@ export async function vapidKey(st, ack) {
       if (r.ok) fetched = (await r.json()).public_key || '';
     } catch { /* no key: no Web Push */ }
   }
-  return fetched;
+  return (known = fetched);
 }
 
+/** pushAvailable says whether the gateway offers Web Push (a key was
+ * found) and this browser can take it. */
 export function pushAvailable() {
-  return !!(fetched && 'PushManager' in window && navigator.serviceWorker);
+  return !!(known && 'PushManager' in window && navigator.serviceWorker);
 }
 
 /** subscribePush subscribes (or refreshes the subscription) and registers
- * it with fcm.register {webpush: "<subscription JSON>"}. Resolves true when
- * a subscription was registered. */
+ * it with fcm.register {webpush: "<subscription JSON>"}, sent with an id so
+ * the gateway answers: pong when it keeps the subscription, an error when
+ * it refuses it, which rejects (pushRefusal words it for the person).
+ * Resolves true when a subscription was registered, false when there is
+ * nothing to register (no key, no support, no permission). */
 export async function subscribePush(st, ack) {
   const key = await vapidKey(st, ack);
   if (!key || !('PushManager' in window) || !navigator.serviceWorker) return false;
@@ -41,7 +49,16 @@ export async function subscribePush(st, ack) {
     sub = null;
   }
   if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: appKey });
-  return st.conn.send('fcm.register', {}, { webpush: JSON.stringify(sub.toJSON()) });
+  await st.conn.request('fcm.register', {}, { webpush: JSON.stringify(sub.toJSON()) });
+  return true;
+}
+
+/** pushRefusal is what to tell the person when the gateway refused this
+ * browser's subscription, or '' when err is no refusal (the connection
+ * dropped before the answer, the browser's own push service failed). */
+export function pushRefusal(err) {
+  if (!(err instanceof IrisError) || err.code === 'disconnected' || err.code === 'timeout') return '';
+  return `${(err.message || err.code).replace(/\.$/, '')}. Notifications show only while Iris is open.`;
 }
 
 function fromB64url(s) {

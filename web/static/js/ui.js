@@ -6,7 +6,7 @@ import { h, icon, avatar, fmtTime, truncate, debounce, announce, splitLane } fro
 import { highlight } from './md.js';
 import { ChatView } from './chat.js';
 import { modal, promptDialog, confirmDialog, actionSheet } from './dialogs.js';
-import { pushAvailable, subscribePush } from './push.js';
+import { pushAvailable, pushRefusal, subscribePush } from './push.js';
 
 const SEARCH_PAGE = 50;
 // What the channel list's line says first, by who wrote it.
@@ -53,7 +53,10 @@ class UI {
     st.addEventListener('status', () => this.renderConn({ state: st.conn.state }));
     st.addEventListener('toast', (e) => this.toast(e.detail));
     st.addEventListener('moved', (e) => this.open(e.detail.to));
-    st.addEventListener('welcome', (e) => { if (st.settings.notify) subscribePush(st, e.detail).catch(() => {}); });
+    this.pushRefused = ''; // the gateway's refusal of this browser's push subscription
+    st.addEventListener('welcome', (e) => {
+      if (st.settings.notify) subscribePush(st, e.detail).then(() => { this.pushRefused = ''; }, (err) => this.onPushRefused(err));
+    });
     st.addEventListener('truncated', () => { if (this.chat.key) this.chat.loadNewest(); });
     document.addEventListener('iris-update', () => this.toast({ title: 'Iris was updated', body: 'Reload to use the new version.', action: ['Reload', () => location.reload()] }));
 
@@ -206,6 +209,15 @@ class UI {
     }
     if (state === 'online') announce('Online');
     this.renderChannelsSoon();
+  }
+
+  /** onPushRefused tells the person, once a page, that the gateway
+   * refused this browser's push subscription. */
+  onPushRefused(err) {
+    const why = pushRefusal(err);
+    if (!why) return;
+    if (why !== this.pushRefused) this.toast({ title: 'The gateway refused notifications for this browser', body: why });
+    this.pushRefused = why;
   }
 
   toast({ title, body, key, action }) {
@@ -448,13 +460,16 @@ class UI {
           if (perm !== 'granted') { pushState.textContent = 'Notifications are blocked for this site in the browser settings.'; return; }
           this.opts.saveSettings({ ...st.settings, notify: true });
           const r = await subscribePush(st, st.conn.welcome || {});
+          this.pushRefused = '';
           pushState.textContent = r ? 'Notifications are on, also when this tab is closed.' : 'Notifications are on while Iris is open. (This gateway offers no Web Push key, so none arrive when the tab is closed.)';
         } catch (e) {
-          pushState.textContent = `Could not turn notifications on: ${e.message}`;
+          this.pushRefused = pushRefusal(e);
+          pushState.textContent = this.pushRefused ? `The gateway refused this browser's push subscription: ${this.pushRefused}` : `Could not turn notifications on: ${e.message}`;
         }
       },
     }, icon('bell'), 'Turn on notifications');
     if (!('Notification' in window)) { pushBtn.disabled = true; pushState.textContent = 'This browser has no notifications.'; }
+    else if (this.pushRefused) pushState.textContent = `The gateway refused this browser's push subscription: ${this.pushRefused}`;
     else if (Notification.permission === 'granted' && st.settings.notify) pushState.textContent = pushAvailable(st) ? 'Notifications are on.' : 'Notifications are on while Iris is open.';
     modal({
       title: 'Settings',

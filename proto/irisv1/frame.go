@@ -1,0 +1,90 @@
+package irisv1
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+)
+
+// AppendFrame appends env with payload (a JSON value, written as it is)
+// as one frame: the same bytes json.Marshal makes of env holding payload,
+// without checking and copying the payload again. That copy dominated the
+// fan-out of long message.update frames, which is why the envelope is
+// written by hand. An empty payload is written as null, as json.Marshal
+// writes a nil json.RawMessage. env.Payload is not used.
+func AppendFrame(dst []byte, env Envelope, payload []byte) []byte {
+	dst = slices.Grow(dst, len(payload)+96)
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(env.V), 10)
+	if env.ID != 0 {
+		dst = append(dst, `,"id":`...)
+		dst = strconv.AppendInt(dst, env.ID, 10)
+	}
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, env.Type)
+	if env.ChatID != "" {
+		dst = append(dst, `,"chat_id":`...)
+		dst = appendString(dst, env.ChatID)
+	}
+	if env.ThreadID != "" {
+		dst = append(dst, `,"thread_id":`...)
+		dst = appendString(dst, env.ThreadID)
+	}
+	if env.Cursor != 0 {
+		dst = append(dst, `,"cursor":`...)
+		dst = strconv.AppendInt(dst, env.Cursor, 10)
+	}
+	dst = append(dst, payloadKey...)
+	if len(payload) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, payload...)
+	}
+	return append(dst, '}')
+}
+
+// Marshal renders env with payload p, encoded with encoding/json.
+func Marshal(env Envelope, p any) ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	return AppendFrame(make([]byte, 0, len(b)+96), env, b), nil
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json
+// escapes it. Type names and lane ids are short and plain ASCII: those are
+// quoted directly, anything else goes through encoding/json.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// payloadKey follows the envelope's other members in every frame
+// AppendFrame writes; it cannot occur inside them, as quotes in JSON
+// strings are escaped.
+var payloadKey = []byte(`,"payload":`)
+
+// SpliceCursor returns frame, written by AppendFrame without a cursor,
+// with cursor spliced in before its payload: a live broadcast frame as
+// sync replays it, the same bytes as encoding it with the cursor from the
+// start. It returns nil for a nil frame or one AppendFrame did not write.
+func SpliceCursor(frame []byte, cursor int64) []byte {
+	i := bytes.Index(frame, payloadKey)
+	if frame == nil || i < 0 {
+		return nil
+	}
+	out := make([]byte, 0, len(frame)+32)
+	out = append(out, frame[:i]...)
+	out = append(out, `,"cursor":`...)
+	out = strconv.AppendInt(out, cursor, 10)
+	return append(out, frame[i:]...)
+}
