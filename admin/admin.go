@@ -87,6 +87,11 @@ type Info struct {
 	DataDir string `json:"data_dir"`
 	PID     int    `json:"pid"`
 	Version string `json:"version,omitempty"`
+	// Listen is the address the gateway serves on (as bound: the port a
+	// :0 got) and PublicURL its --public-url: irisgate pair names them in
+	// its link.
+	Listen    string `json:"listen,omitempty"`
+	PublicURL string `json:"public_url,omitempty"`
 }
 
 func tokenOf(t store.Token) Token {

@@ -32,6 +32,12 @@ type Options struct {
 	// add) make DataDir when it does not exist yet and no gateway runs.
 	// A directory nobody named is never made.
 	Create bool
+	// Beside lets a command act on the data directory itself while a
+	// gateway runs on it whose admin socket does not answer (a mount
+	// that refuses Unix sockets): the token commands, whose changes the
+	// gateway reads from the database (a revoked token's connections
+	// are closed within a second by its watch of the tokens table).
+	Beside bool
 }
 
 // Hinted is an error with a one-line hint of what to do about it.
@@ -55,8 +61,10 @@ type Client struct {
 	http *http.Client // live: the running gateway's socket
 	info Info
 
-	st   *store.Store // direct: no gateway runs
+	st   *store.Store // direct: no gateway runs (or beside one, Beside)
 	lock *datadir.Lock
+	// beside: a gateway runs on dir, unreachable; st is shared with it.
+	beside bool
 }
 
 // Connect finds the gateway Options describe.
@@ -120,6 +128,9 @@ func connectLive(ctx context.Context, dir string) (*Client, error) {
 
 func connectDirect(dir string, o Options) (*Client, error) {
 	if held, ok := datadir.Held(dir); ok && held.Role == datadir.RoleServe {
+		if o.Beside {
+			return connectBeside(dir)
+		}
 		return nil, &Hinted{Err: fmt.Errorf("a gateway runs on %s (pid %d) but its admin socket %s does not answer", dir, held.PID, SocketPath(dir)),
 			Hint: "is it still starting? try again in a moment, or restart it"}
 	}
@@ -150,8 +161,27 @@ func connectDirect(dir string, o Options) (*Client, error) {
 	return &Client{dir: dir, st: st, lock: lock}, nil
 }
 
+// connectBeside opens the database of a gateway that runs on dir but
+// cannot be reached, without its lock (the gateway holds it) and without
+// migrating it (the gateway owns its schema). SQLite lets both write.
+func connectBeside(dir string) (*Client, error) {
+	st, err := store.Open(filepath.Join(dir, datadir.DBFile), store.WithoutMigration())
+	if err != nil {
+		return nil, err
+	}
+	return &Client{dir: dir, st: st, beside: true}, nil
+}
+
+// Beside reports whether the client acts on the data directory of a
+// gateway that runs but whose admin socket does not answer.
+func (c *Client) Beside() bool { return c.beside }
+
 // Live reports whether the client talks to a running gateway.
 func (c *Client) Live() bool { return c.http != nil }
+
+// Info is what the running gateway says of itself; the zero Info when
+// none runs.
+func (c *Client) Info() Info { return c.info }
 
 // DataDir is the data directory the client acts on.
 func (c *Client) DataDir() string { return c.dir }
@@ -163,7 +193,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	err := c.st.Close()
-	c.lock.Release()
+	if c.lock != nil {
+		c.lock.Release()
+	}
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -88,15 +87,20 @@ func terminalTool(ts *Tools) *Tool {
 // call for before a command runs, and says whether it may use the network.
 // With a sandbox the default asks only for the network and, as a courtesy,
 // for the clearly destructive commands of the policy; without one, or in
-// "ask" mode, everything that is not read-only asks.
+// "ask" mode, everything that is not read-only asks. Where the sandbox is
+// on but no wall holds for the working directory (the kernel offers none,
+// or Landlock cannot hide the data directory lying in it), /yolo asks all
+// the same: nothing else would keep the gateway's own data (its keys, its
+// tokens' hashes) from a command a document told the model to run. Only
+// an owner who turned the sandbox off gets a /yolo without walls.
 func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string, wantNet bool) (network bool, err error) {
 	mode := env.mode(ts)
 	walled := ts.Sandbox.WallFor(env.Cwd) != sandbox.None
-	if mode == AskNever {
+	if mode == AskNever && (walled || ts.Sandbox.Off()) {
 		return wantNet, nil
 	}
 	var why []string
-	if !ReadOnly(cmdline) {
+	if !ts.readOnlyHere(env.Cwd, cmdline, walled) {
 		switch {
 		case !walled && ts.Sandbox.Wall() != sandbox.None:
 			why = append(why, "Without namespaces the sandbox cannot keep the gateway's data directory, which lies inside the working directory, out of reach: every command that is not read-only asks.")
@@ -105,9 +109,14 @@ func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string,
 		case mode == AskAll:
 			why = append(why, "This chat asks before everything that is not read-only (/approvals).")
 		}
+		if !walled && mode == AskNever {
+			why = append(why, "/yolo does not change that where the sandbox is on and no wall holds (--sandbox off would).")
+		}
 	}
-	if d := ts.Policy.Check(cmdline); d != "" {
-		why = append(why, d)
+	if mode != AskNever {
+		if d := ts.Policy.Check(cmdline); d != "" {
+			why = append(why, d)
+		}
 	}
 	network = walled && env.granted(ctx, GrantNetwork)
 	if walled && wantNet && !network {
@@ -120,12 +129,15 @@ func (ts *Tools) clearCommand(ctx context.Context, env *ToolEnv, cmdline string,
 	return network, env.request(ctx, Request{Title: "Run this command?", Command: cmdline, Why: strings.Join(why, " ")})
 }
 
-// runCommand runs a command that leads its own process group (behind the
-// sandbox's walls, where it also has its own PID namespace), so a stop or
-// a timeout kills everything it started, keeping the head and tail of its
-// output within limit bytes. While it runs it reports progress every
-// interval.
-func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
+// stopGrace is how long a stopped command's supervisor has to kill what
+// the command started before it is killed itself.
+const stopGrace = 5 * time.Second
+
+// runCommand runs a command under the sandbox's supervisor, which kills
+// everything the command started when it ends, on a stop and on a
+// timeout, keeping the head and tail of its output within limit bytes.
+// While it runs it reports progress every interval.
+func runCommand(ctx context.Context, cmd *sandbox.Cmd, timeout time.Duration, limit int, every time.Duration, progress func(string)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := &capped{limit: limit}
@@ -143,6 +155,10 @@ func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit
 		select {
 		case err := <-done:
 			text := out.String()
+			if errors.Is(err, exec.ErrWaitDelay) {
+				// Without a wall a command can escape its supervisor.
+				return text + "\n[a process the command started kept its output open after it ended: the output was cut there]", nil
+			}
 			if err != nil {
 				var ee *exec.ExitError
 				if errors.As(err, &ee) {
@@ -154,8 +170,13 @@ func runCommand(ctx context.Context, cmd *exec.Cmd, timeout time.Duration, limit
 		case <-tick.C:
 			progress(fmt.Sprintf("running… %ds", int(time.Since(start).Seconds())))
 		case <-ctx.Done():
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			cmd.Stop()
+			select {
+			case <-done:
+			case <-time.After(stopGrace):
+				cmd.Kill() // and WaitDelay bounds what is left of the wait
+				<-done
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return out.String(), fmt.Errorf("killed after %v (timeout)", timeout)
 			}
@@ -203,9 +224,9 @@ func (c *capped) String() string {
 
 const maxReadFile = 64 << 10
 
-// maxSendFile bounds the copy send_file makes (the media store's own limit,
-// 64 MiB by default, then holds).
-const maxSendFile = 1 << 30
+// defaultMaxFile is the largest file send_file offers when Tools.MaxFile
+// is not set: the media store's default limit (serve's --max-media).
+const defaultMaxFile = 64 << 20
 
 func readFileTool(ts *Tools) *Tool {
 	return &Tool{
@@ -218,7 +239,7 @@ func readFileTool(ts *Tools) *Tool {
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			f, err := ts.openToRead(ctx, env, str(a, "path"), "Read this file?")
+			f, _, err := ts.openToRead(ctx, env, str(a, "path"), "Read this file?")
 			if err != nil {
 				return "", err
 			}
@@ -244,34 +265,48 @@ func readFileTool(ts *Tools) *Tool {
 
 // openToRead opens a file a tool reads: inside the working directory
 // without asking, outside (by its name or through a link) once the person
-// allows it; never a hidden path, whatever the answer.
-func (ts *Tools) openToRead(ctx context.Context, env *ToolEnv, name, title string) (*os.File, error) {
+// allows it; never a hidden path, whatever the answer. What is asked about
+// is the file the path resolves to, by its real name (which a "session"
+// or "always" answer is kept for), and what is opened must be that file
+// still. It returns the file and the path the person would know it by.
+func (ts *Tools) openToRead(ctx context.Context, env *ToolEnv, name, title string) (*os.File, string, error) {
 	p, err := sandbox.Locate(env.Cwd, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	why := "This reads a file outside the working directory."
 	if p.Inside() {
 		f, err := ts.Sandbox.OpenRead(env.Cwd, p)
 		if !errors.Is(err, sandbox.ErrOutside) {
-			return f, err
+			return f, p.Abs, err
 		}
-		target, lerr := filepath.EvalSymlinks(p.Abs)
-		if lerr != nil {
-			return nil, err
-		}
-		why = fmt.Sprintf("%s is a link to %s, outside the working directory.", p.Rel, target)
-		p = sandbox.Path{Abs: target}
 	}
 	if err := ts.Sandbox.Refuses(p.Abs); err != nil {
-		return nil, err
+		return nil, p.Abs, err
+	}
+	q, err := ts.Sandbox.ResolveOutside(p.Abs)
+	if err != nil {
+		return nil, p.Abs, err
+	}
+	if err := ts.Sandbox.Refuses(q.Abs); err != nil {
+		return nil, p.Abs, err
+	}
+	why := "This reads a file outside the working directory."
+	switch {
+	case p.Inside():
+		why = fmt.Sprintf("%s is a link to %s, outside the working directory.", p.Rel, q.Abs)
+	case q.Abs != p.Abs:
+		why = fmt.Sprintf("This reads a file outside the working directory: %s leads to %s.", p.Abs, q.Abs)
 	}
 	if env.mode(ts) != AskNever {
-		if err := env.request(ctx, Request{Title: title, Command: "read " + p.Abs, Why: why}); err != nil {
-			return nil, err
+		if err := env.request(ctx, Request{Title: title, Command: "read " + q.Abs, Why: why}); err != nil {
+			return nil, p.Abs, err
 		}
 	}
-	return ts.Sandbox.OpenRead(env.Cwd, p)
+	f, err := ts.Sandbox.OpenRead(env.Cwd, q)
+	if errors.Is(err, sandbox.ErrChanged) {
+		err = fmt.Errorf("refused: %s is not the file that was approved any more (%v)", q.Abs, err)
+	}
+	return f, p.Abs, err
 }
 
 func writeFileTool(ts *Tools) *Tool {
@@ -293,21 +328,58 @@ func writeFileTool(ts *Tools) *Tool {
 			if !p.Inside() {
 				return "", refused
 			}
-			if env.mode(ts) == AskAll {
-				if err := env.request(ctx, Request{Title: "Write this file?", Command: "write " + p.Abs, Why: "This chat asks before everything that is not read-only (/approvals)."}); err != nil {
+			// Where the write lands, links followed: what is asked about,
+			// checked and written.
+			q, err := ts.Sandbox.ResolveInside(env.Cwd, p)
+			if errors.Is(err, sandbox.ErrOutside) {
+				return "", fmt.Errorf("refused: %s leads outside the working directory %s (through a link); write_file writes only inside it", p.Rel, env.Cwd)
+			}
+			if err != nil {
+				return "", err
+			}
+			if gitMeta(q.Rel) {
+				return "", fmt.Errorf("refused: %s lies in a .git directory, whose hooks and config git runs outside the sandbox when you commit; write_file does not write there (use git's own commands)", q.Abs)
+			}
+			mode := env.mode(ts)
+			var why string
+			switch {
+			case mode == AskAll:
+				why = "This chat asks before everything that is not read-only (/approvals)."
+			case ts.Sandbox.WallFor(env.Cwd) == sandbox.None && mode != AskNever:
+				why = "There is no sandbox for commands here, and a file written now can make a later command that runs unasked do something else: every write asks."
+			}
+			if why != "" {
+				if q.Abs != p.Abs {
+					why = fmt.Sprintf("%s is a link to %s. %s", p.Rel, q.Abs, why)
+				}
+				if err := env.request(ctx, Request{Title: "Write this file?", Command: "write " + q.Abs, Why: why}); err != nil {
 					return "", err
 				}
 			}
 			content := str(a, "content")
-			if err := ts.Sandbox.WriteInside(env.Cwd, p, []byte(content)); err != nil {
+			if err := ts.Sandbox.WriteInside(env.Cwd, q, []byte(content)); err != nil {
 				if errors.Is(err, sandbox.ErrOutside) {
 					return "", fmt.Errorf("refused: %s leads outside the working directory %s (through a link); write_file writes only inside it", p.Rel, env.Cwd)
 				}
+				if errors.Is(err, sandbox.ErrChanged) {
+					return "", fmt.Errorf("refused: %s changed (a link was put on its way) after it was resolved", q.Abs)
+				}
 				return "", err
 			}
-			return fmt.Sprintf("wrote %d bytes to %s", len(content), p.Abs), nil
+			return fmt.Sprintf("wrote %d bytes to %s", len(content), q.Abs), nil
 		},
 	}
+}
+
+// gitMeta reports whether a path relative to the working directory lies
+// in a .git directory, or is a .git file (a worktree's pointer to one).
+func gitMeta(rel string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+		if strings.EqualFold(part, ".git") {
+			return true
+		}
+	}
+	return false
 }
 
 func todoTool() *Tool {
@@ -413,7 +485,7 @@ func sendFileTool(ts *Tools) *Tool {
 		}, "path"),
 		Preview: func(a map[string]any) string { return str(a, "path") },
 		Run: func(ctx context.Context, env *ToolEnv, a map[string]any, _ func(string)) (string, error) {
-			f, err := ts.openToRead(ctx, env, str(a, "path"), "Send this file?")
+			f, shown, err := ts.openToRead(ctx, env, str(a, "path"), "Send this file?")
 			if err != nil {
 				return "", err
 			}
@@ -422,18 +494,42 @@ func sendFileTool(ts *Tools) *Tool {
 			if err != nil {
 				return "", err
 			}
-			if st.Size() > maxSendFile {
-				return "", fmt.Errorf("%s is %d bytes; send_file sends at most %d", f.Name(), st.Size(), int64(maxSendFile))
+			limit := ts.MaxFile
+			if limit <= 0 {
+				limit = defaultMaxFile
+			}
+			// The gateway's limit first: a file it will refuse is not
+			// copied, and the model hears it was not sent.
+			refused := func(size int64) error {
+				return fmt.Errorf("not sent: %s is %s; the gateway sends files of at most %s (--max-media)", shown, byteSize(size), byteSize(limit))
+			}
+			if st.Size() > limit {
+				return "", refused(st.Size())
 			}
 			// The gateway stores the file by name: hand it a copy of what
 			// was checked, not a name a link could move meanwhile.
-			copyPath, done, err := sandbox.CopyOut(io.LimitReader(f, maxSendFile+1), f.Name())
+			copyPath, done, n, err := sandbox.CopyOut(io.LimitReader(f, limit+1), f.Name())
 			if err != nil {
 				return "", err
 			}
+			if n > limit { // it grew since
+				done()
+				return "", refused(n)
+			}
 			defer done()
 			env.emit(Event{Kind: File, Path: copyPath, Text: str(a, "caption")})
-			return fmt.Sprintf("offered %s (%d bytes) to the devices", f.Name(), st.Size()), nil
+			return fmt.Sprintf("offered %s (%d bytes) to the devices", shown, n), nil
 		},
 	}
+}
+
+// byteSize says n bytes for a person.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/irisgate/irisgate/sandbox"
 )
 
 // ReadOnly reports whether a command line is on the short read-only list
@@ -23,6 +26,74 @@ func ReadOnly(line string) bool {
 		}
 	}
 	return true
+}
+
+// readOnlyHere is ReadOnly for a command run in cwd behind wall (walled)
+// or without one. Without a wall nothing but the allow-list's answer
+// stands between the line and the gateway's user, so it asks more of it:
+// git and go are not read-only (a repository's config or a module's
+// toolchain line can run code; git status runs core.fsmonitor), and every
+// argument, resolved through its links, must stay in the working
+// directory and away from what tools never see (the data directory lying
+// inside it, in the defaults' layout). A recursive read (grep -r, rg,
+// diff -r) may not even pass over one.
+func (ts *Tools) readOnlyHere(cwd, line string, walled bool) bool {
+	if !ReadOnly(line) {
+		return false
+	}
+	if walled {
+		return true // the wall keeps what the list would
+	}
+	segs, _ := splitPipeline(line)
+	dir := sandbox.ResolveExisting(cwd)
+	for _, words := range segs {
+		name, args := words[0], words[1:]
+		if name == "git" || name == "go" {
+			return false
+		}
+		deep := recursive(name, args)
+		var paths []string
+		for _, a := range args {
+			if strings.HasPrefix(a, "-") {
+				if _, v, ok := strings.Cut(a, "="); ok {
+					paths = append(paths, v)
+				}
+				continue
+			}
+			paths = append(paths, a)
+		}
+		if len(paths) == 0 || deep {
+			paths = append(paths, ".") // what they read when named nothing
+		}
+		for _, p := range paths {
+			abs := sandbox.ResolveExisting(filepath.Join(cwd, p))
+			if !within(abs, dir) || ts.Sandbox.Conceals(abs, deep) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// recursive reports whether a read-only command reads the files beneath
+// the directories it is given.
+func recursive(name string, args []string) bool {
+	switch name {
+	case "rg":
+		return true
+	case "grep", "egrep", "fgrep", "diff":
+		for _, a := range args {
+			if a == "--recursive" || a == "--dereference-recursive" || strings.HasPrefix(a, "--directories") ||
+				strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rRd") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // splitPipeline splits a line into the words of each command of a

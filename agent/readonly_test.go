@@ -1,6 +1,12 @@
 package agent
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/irisgate/irisgate/sandbox"
+)
 
 func TestReadOnly(t *testing.T) {
 	for _, c := range []string{
@@ -57,4 +63,35 @@ func FuzzReadOnly(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadOnlyWithoutAWall: without a wall the list asks more: no git, no
+// go, no argument that resolves out of the working directory or into the
+// data directory lying in it, no recursive read over that.
+func TestReadOnlyWithoutAWall(t *testing.T) {
+	work := t.TempDir()
+	data := filepath.Join(work, "irisgate-data")
+	os.MkdirAll(filepath.Join(data, "media"), 0o700)
+	os.WriteFile(filepath.Join(work, "notes.txt"), []byte("x"), 0o644)
+	os.Symlink("irisgate-data", filepath.Join(work, "innocent"))
+	os.Symlink("/etc", filepath.Join(work, "etc"))
+	sb, err := sandbox.New(sandbox.Config{Temp: t.TempDir(), Hide: []string{data}, Expose: []string{filepath.Join(data, "media")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &Tools{Sandbox: sb}
+	for _, c := range []string{"ls", "cat notes.txt", "grep -n x notes.txt", "wc -l notes.txt new.txt", "ls irisgate-data/media", "find . -name '*.go'"} {
+		if !ts.readOnlyHere(work, c, false) {
+			t.Errorf("%q: not read-only without a wall", c)
+		}
+	}
+	for _, c := range []string{"git status", "git log", "go version", "cat irisgate-data/vapid.json", "cat innocent/vapid.json", "head -n 1 irisgate-data/x",
+		"grep -r PRIVATE", "grep -rn PRIVATE .", "rg PRIVATE", "diff -r . notes.txt", "cat etc/passwd", "grep --file=irisgate-data/x notes.txt"} {
+		if ts.readOnlyHere(work, c, false) {
+			t.Errorf("%q: read-only without a wall", c)
+		}
+		if ReadOnly(c) && !ts.readOnlyHere(work, c, true) {
+			t.Errorf("%q: behind a wall the list is the list", c)
+		}
+	}
 }

@@ -11,11 +11,16 @@ import (
 )
 
 // BenchmarkTerminalTrue is the cost the sandbox adds to a command: `true`
-// through the terminal tool, without walls (as before issue 13: bash
-// straight from the gateway) and behind each wall. It reports the median
-// (p50) besides the mean; compare them in one run, the machine is shared:
+// through the terminal tool, without walls (bash under the supervisor,
+// which kills what a command leaves behind) and behind each wall. It
+// reports the median (p50) besides the mean; compare them in one run, the
+// machine is shared:
 //
 //	go test -run '^$' -bench TerminalTrue -benchtime 200x ./agent/
+//
+// On a busy machine every process a command adds waits for a CPU each time
+// it wakes; `chrt -f 10` on the test binary shows the cost without the
+// other load.
 func BenchmarkTerminalTrue(b *testing.B) {
 	for _, w := range []sandbox.Wall{sandbox.None, sandbox.Landlock, sandbox.Namespaces} {
 		b.Run(w.String(), func(b *testing.B) {

@@ -62,6 +62,9 @@ type Tools struct {
 	// ProgressEvery is how often a running terminal command reports
 	// tool.progress (default 2 s).
 	ProgressEvery time.Duration
+	// MaxFile is the largest file send_file offers: the gateway's media
+	// limit (serve's --max-media; default 64 MiB).
+	MaxFile int64
 }
 
 func (ts *Tools) params() []openai.ChatCompletionToolUnionParam {

@@ -31,6 +31,12 @@ const (
 // it, so a device of one dialect can never pass for one of the other.
 const MobileDevicePrefix = "mobile:"
 
+// ServiceDevicePrefix begins the gateway's id of every delivery service
+// (a Hermes Mobile connection with a delivery token): services have hub
+// ids of their own, so a delivery token can never pass for, nor replace,
+// a phone or an Iris device. Iris device ids may not begin with it.
+const ServiceDevicePrefix = "service:"
+
 // Auth admits devices: the one place where tokens and device identities
 // are checked, for both dialects. A valid token is always accepted;
 // failures are counted per client address and, past a few, answered
@@ -41,6 +47,7 @@ type Auth struct {
 	fixed  []byte // hash of IRISGATE_TOKEN, when set
 	log    *slog.Logger
 	fails  *failures
+	lines  *lineBucket            // bounds the log lines of refused hellos
 	failed *prometheus.CounterVec // by dialect and reason
 	locked *prometheus.CounterVec // addresses that began to be throttled, by dialect
 
@@ -62,6 +69,15 @@ type AuthLimits struct {
 	Delay    time.Duration // delay of the first failure past Free; it doubles with each (1 s)
 	MaxDelay time.Duration // the longest delay (8 s)
 	MaxAddrs int           // addresses remembered at most (10,000)
+	// MaxDelayed and MaxDelayedAll bound the failing hellos held back at
+	// once, per address (4) and in all (256): each holds a socket and a
+	// goroutine. A failure past them is refused at once (rate_limited).
+	MaxDelayed, MaxDelayedAll int
+	// LogEvery and LogBurst bound the log lines of failed hellos, over
+	// all addresses: one per LogEvery (1 s) after a burst of LogBurst
+	// (20); the lines left out are counted in the next one.
+	LogEvery time.Duration
+	LogBurst int
 }
 
 func (l *AuthLimits) defaults() {
@@ -80,6 +96,18 @@ func (l *AuthLimits) defaults() {
 	if l.MaxAddrs == 0 {
 		l.MaxAddrs = 10000
 	}
+	if l.MaxDelayed == 0 {
+		l.MaxDelayed = 4
+	}
+	if l.MaxDelayedAll == 0 {
+		l.MaxDelayedAll = 256
+	}
+	if l.LogEvery == 0 {
+		l.LogEvery = time.Second
+	}
+	if l.LogBurst == 0 {
+		l.LogBurst = 20
+	}
 }
 
 // NewAuth makes an authenticator; fixed, when not empty, is a token that
@@ -93,6 +121,7 @@ func NewAuthWith(st TokenStore, cfg AuthConfig) *Auth {
 		cfg.Log = slog.Default()
 	}
 	a := &Auth{st: st, log: cfg.Log, fails: newFailures(cfg.Limits), stopped: make(chan struct{}),
+		lines: &lineBucket{every: cfg.Limits.LogEvery, burst: cfg.Limits.LogBurst, tokens: float64(cfg.Limits.LogBurst)},
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_failures_total",
 			Help: "Refused hellos, by dialect and reason."}, []string{"dialect", "reason"}),
 		locked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_auth_lockouts_total",
@@ -157,7 +186,42 @@ const (
 	reasonNotAllowed  = "device_not_allowed"
 	reasonReserved    = "reserved_device_id"
 	reasonStore       = "store_error"
+	reasonBadDevice   = "invalid_device_id"
+	// reasonHeld: a failure answered at once because as many of its
+	// address's failures were being held back as may be.
+	reasonHeld = "too_many_delayed"
 )
+
+// errHeld refuses a failing hello at once when its address has as many
+// delayed answers pending as it may.
+var errHeld = core.Errorf(core.CodeRateLimited, "too many failed hellos from this address are waiting for their answer: try again later")
+
+// logLine logs a line about a refused hello, within the global bound on
+// such lines (AuthLimits.LogEvery, LogBurst).
+func (a *Auth) logLine(now time.Time, msg string, args ...any) {
+	ok, skipped := a.lines.take(now)
+	if !ok {
+		return
+	}
+	if skipped > 0 {
+		args = append(args, "lines_left_out", skipped)
+	}
+	a.log.Warn(msg, args...)
+}
+
+// maxLoggedID bounds a device id in the log: it is the client's choice.
+const maxLoggedID = 64
+
+func truncateID(id string) string {
+	if len(id) <= maxLoggedID {
+		return id
+	}
+	cut := maxLoggedID
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + "…"
+}
 
 // Admit checks a hello. Errors: CodeAuth (no or an unknown token, a
 // device outside the allowed list, an Iris id in the Hermes Mobile
@@ -180,22 +244,34 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 	}
 	a.failed.WithLabelValues(at.Dialect, reason).Inc()
 	var delay time.Duration
+	device := truncateID(at.Device)
 	if reason == reasonNoToken || reason == reasonBadToken {
 		// A guess. Device refusals come with a valid token: their
 		// sender has nothing left to guess.
 		var n int
 		var log, lockout bool
-		delay, n, log, lockout = a.fails.fail(at.Addr, time.Now())
+		now := time.Now()
+		delay, n, log, lockout = a.fails.fail(at.Addr, now)
 		if lockout {
 			a.locked.WithLabelValues(at.Dialect).Inc()
-			a.log.Warn("auth: too many failed hellos from one address: its failures are delayed now",
+			a.logLine(now, "auth: too many failed hellos from one address: its failures are delayed now",
 				"addr", at.Addr, "dialect", at.Dialect, "failures", n)
 		}
 		if log {
-			a.log.Warn("auth: failed hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", at.Device)
+			a.logLine(now, "auth: failed hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", device)
+		}
+		if delay > 0 {
+			// Each delayed answer holds a socket: past a few per address
+			// (and a bound in all) the answer is given at once instead,
+			// a refusal that says to wait.
+			if !a.fails.hold(at.Addr) {
+				a.failed.WithLabelValues(at.Dialect, reasonHeld).Inc()
+				return Grant{}, errHeld
+			}
+			defer a.fails.unhold(at.Addr)
 		}
 	} else if reason != reasonStore {
-		a.log.Warn("auth: refused hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", at.Device)
+		a.logLine(time.Now(), "auth: refused hello", "addr", at.Addr, "dialect", at.Dialect, "reason", reason, "device", device)
 	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
@@ -213,6 +289,12 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
 		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
+	}
+	if at.Dialect == DialectIris && at.Device != "" && ValidBinding(at.Device) != nil {
+		return Grant{}, reasonBadDevice, core.Errorf(core.CodeUnsupported, "device_id must be at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
+	}
+	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, ServiceDevicePrefix) {
+		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to delivery services: choose another device_id", ServiceDevicePrefix)
 	}
 	if at.Token == "" {
 		return Grant{}, reasonNoToken, core.Errorf(core.CodeAuth, "hello carries no token")

@@ -12,6 +12,10 @@ type failures struct {
 
 	mu sync.Mutex
 	m  map[string]*failWindow
+	// held counts the delayed answers pending, by address key (an entry
+	// only while some are) and in all.
+	held    map[string]int
+	heldAll int
 }
 
 type failWindow struct {
@@ -20,7 +24,7 @@ type failWindow struct {
 }
 
 func newFailures(lim AuthLimits) *failures {
-	return &failures{lim: lim, m: make(map[string]*failWindow)}
+	return &failures{lim: lim, m: make(map[string]*failWindow), held: make(map[string]int)}
 }
 
 // fail records a failed hello from addr at now. It returns how long the
@@ -29,7 +33,7 @@ func newFailures(lim AuthLimits) *failures {
 // is, so a flood cannot flood the log too) and whether this failure is
 // the one that began the delays.
 func (f *failures) fail(addr string, now time.Time) (delay time.Duration, n int, log, lockout bool) {
-	key := addrKey(addr)
+	key := AddrKey(addr)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := f.m[key]
@@ -50,6 +54,61 @@ func (f *failures) fail(addr string, now time.Time) (delay time.Duration, n int,
 		delay *= 2
 	}
 	return min(delay, f.lim.MaxDelay), n, false, n == f.lim.Free+1
+}
+
+// hold counts one more delayed answer pending for addr; false when its
+// address, or all, have as many as they may.
+func (f *failures) hold(addr string) bool {
+	key := AddrKey(addr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held[key] >= f.lim.MaxDelayed || f.heldAll >= f.lim.MaxDelayedAll {
+		return false
+	}
+	f.held[key]++
+	f.heldAll++
+	return true
+}
+
+// unhold ends a delayed answer hold counted.
+func (f *failures) unhold(addr string) {
+	key := AddrKey(addr)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held[key]--; f.held[key] <= 0 {
+		delete(f.held, key)
+	}
+	f.heldAll--
+}
+
+// lineBucket is a token bucket of log lines.
+type lineBucket struct {
+	every time.Duration
+	burst int
+
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	skipped int
+}
+
+// take reports whether a line may be logged at now, and how many were
+// left out since the last one.
+func (b *lineBucket) take(now time.Time) (bool, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(float64(b.burst), b.tokens+float64(now.Sub(b.last))/float64(b.every))
+	}
+	b.last = now
+	if b.tokens < 1 {
+		b.skipped++
+		return false, 0
+	}
+	b.tokens--
+	n := b.skipped
+	b.skipped = 0
+	return true, n
 }
 
 // evict makes room for one more address: windows that are over go, and
@@ -76,10 +135,10 @@ func (f *failures) size() int {
 	return len(f.m)
 }
 
-// addrKey is what failures are counted by: an IPv4 address, or an IPv6
+// AddrKey is what failures are counted by: an IPv4 address, or an IPv6
 // address's /64 (one subscriber's network: whoever has one address of it
 // has them all).
-func addrKey(addr string) string {
+func AddrKey(addr string) string {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
 		return addr

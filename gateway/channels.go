@@ -51,8 +51,12 @@ func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, pa
 	default:
 		return core.Errorf(core.CodeUnsupported, "kind must be \"channel\" or \"thread\", not %q", kind)
 	}
-	return g.commit(ctx, func(tx store.Tx) error { return tx.PutChannel(c) },
-		&core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.Reply()})
+	return g.commit(ctx, func(tx store.Tx) error {
+		if err := g.roomForChannel(tx); err != nil {
+			return err
+		}
+		return tx.PutChannel(c)
+	}, &core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.Reply()})
 }
 
 // ChannelChange is one of the edits answered by channel.renamed.

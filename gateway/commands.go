@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -20,6 +21,9 @@ type Caller = hub.Caller
 
 // MaxTextBytes bounds a message's text.
 const MaxTextBytes = 64 << 10
+
+// maxMessageID bounds a message id a device names (ours are far shorter).
+const maxMessageID = 128
 
 // SendRequest is a message a person sends.
 type SendRequest struct {
@@ -61,19 +65,32 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if g.turns.Down() {
 		return turn.ErrShuttingDown
 	}
+	name, args, isCmd := slash.Parse(req.Text)
+	var th *core.Channel
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
-		th := core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
-		if err := g.commit(ctx, func(tx store.Tx) error { return tx.PutChannel(th) },
-			&core.Event{Type: core.EvChannelCreated, Channel: &th}); err != nil {
+		if err := g.autoThread(from.Token(), time.Now()); err != nil {
 			return err
 		}
+		th = &core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
-	name, args, isCmd := slash.Parse(req.Text)
+	var slot *turn.Slot
 	if !isCmd {
-		// A full queue refuses the message before anything is stored.
-		if err := g.turns.Reserve(req.Lane); err != nil {
+		// Full bounds refuse the message before anything is stored, the
+		// auto-thread it would open included.
+		if slot, err = g.turns.Reserve(req.Lane, from.Token()); err != nil {
+			return err
+		}
+	}
+	if th != nil {
+		if err := g.commit(ctx, func(tx store.Tx) error {
+			if err := g.roomForChannel(tx); err != nil {
+				return err
+			}
+			return tx.PutChannel(*th)
+		}, &core.Event{Type: core.EvChannelCreated, Channel: th}); err != nil {
+			g.turns.Release(m.Lane, slot)
 			return err
 		}
 	}
@@ -92,7 +109,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		return tx.QueueTurn(m.Lane, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.Reply()}); err != nil {
 		if !isCmd {
-			g.turns.Release(m.Lane)
+			g.turns.Release(m.Lane, slot)
 		}
 		return err
 	}
@@ -100,7 +117,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn}); err != nil && err != turn.ErrShuttingDown {
+	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn, Slot: slot}); err != nil && err != turn.ErrShuttingDown {
 		return err
 	}
 	return nil
@@ -209,7 +226,17 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	if messageID == "" {
 		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
 	}
+	if len(messageID) > maxMessageID {
+		return core.Errorf(core.CodeUnsupported, "message_id is longer than %d bytes", maxMessageID)
+	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
+		return err
+	}
+	// Only a message of the lane can be read: a receipt for anything else
+	// would be stored (and told to every device) for nothing.
+	if m, err := g.st.Message(ctx, messageID); errors.Is(err, store.ErrNotFound) || (err == nil && m.Lane != lk) {
+		return core.Errorf(core.CodeNotFound, "no message %s in this chat", quote(messageID))
+	} else if err != nil {
 		return err
 	}
 	dev := from.DeviceID()

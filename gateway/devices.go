@@ -51,7 +51,16 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	if len(refused) > 0 {
 		w.PushRefused = core.Errorf(core.CodeUnsupported, "%s", strings.Join(refused, "; "))
 	}
-	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic}); err != nil {
+	if err := g.countConn(d); err != nil {
+		return nil, Welcome{}, err
+	}
+	counted := true
+	defer func() {
+		if counted {
+			g.uncountConn(d.Token)
+		}
+	}()
+	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}); err != nil {
 		return nil, Welcome{}, err
 	}
 	c, old, err := g.hub.Add(ctx, d.ID, codec, g.greet)
@@ -60,6 +69,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	}
 	c.Token = d.Token // before the connection serves a frame
 	g.presence.changed()
+	counted = false // Disconnect uncounts it now
 	if old != nil {
 		old.Close(hub.ErrReplaced)
 	}
@@ -81,6 +91,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 // Disconnect unregisters a connection.
 func (g *Gateway) Disconnect(c *hub.Conn) {
 	g.dropUploads(c) // partial files go with the connection
+	g.uncountConn(c.Token)
 	g.hub.Remove(c)
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 	g.presence.changed()
@@ -129,8 +140,11 @@ func (g *Gateway) greet(c *hub.Conn) {
 
 // Sync replays to c, in cursor order, each outbox frame after cursor that
 // the device is not proven to have and that was not queued on c already,
-// through send. It returns the head it
-// replayed up to and whether frames after cursor were already pruned.
+// through send. It returns the head it replayed up to and whether frames
+// after cursor are missing: pruned already, or stored in a row that does
+// not decode (a bad disk, a hand edit), which is skipped, logged, and
+// does not stop the frames after it: the device, told truncated, reloads
+// with history.
 func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func(*core.Event) error) (head int64, truncated bool, err error) {
 	if head, err = g.st.OutboxHead(ctx); err != nil {
 		return 0, false, err
@@ -152,10 +166,11 @@ func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func
 		if len(cursors) == 0 {
 			break
 		}
-		evs, err := g.replayEvents(ctx, c, cursors)
+		evs, skipped, err := g.replayEvents(ctx, c, cursors)
 		if err != nil {
 			return head, truncated, err
 		}
+		truncated = truncated || skipped
 		for _, ev := range evs {
 			if ev.NotTo == c.DeviceID {
 				continue
@@ -172,7 +187,7 @@ func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func
 // replayEvents returns the events at cursors that c does not have (Has):
 // from the replay cache, or decoded from the outbox. A returned event may
 // be shared (cached): it has its cursor and must not be changed.
-func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64) ([]*core.Event, error) {
+func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64) (_ []*core.Event, skipped bool, _ error) {
 	evs := make([]*core.Event, 0, len(cursors))
 	var missing []int64
 	for _, cur := range cursors {
@@ -186,20 +201,25 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 		evs = append(evs, ev) // nil: filled in below
 	}
 	if len(missing) == 0 {
-		return evs, nil
+		return evs, false, nil
 	}
 	stored := make(map[int64]*core.Event, len(missing))
-	// A frame that does not decode fails the sync (the device is told
-	// internal, the log names the cursor): skipping it would leave a hole
-	// the device could never learn of.
-	err := g.st.ScanEvents(ctx, missing[0]-1, missing[len(missing)-1], func(ev *core.Event) error {
+	// A frame that does not decode is skipped, and the sync says frames
+	// are missing (truncated): failing it would fail every later sync too,
+	// until retention pruned the row.
+	err := g.st.ScanEventsSkipping(ctx, missing[0]-1, missing[len(missing)-1], func(ev *core.Event) error {
 		if _, want := slices.BinarySearch(missing, ev.Cursor); want {
 			stored[ev.Cursor] = ev
 		}
 		return nil
+	}, func(cursor int64, err *store.CorruptError) {
+		if _, want := slices.BinarySearch(missing, cursor); want {
+			skipped = true
+			g.unreadable(cursor, err)
+		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := evs[:0]
 	mi := 0
@@ -212,5 +232,37 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 			out = append(out, ev)
 		}
 	}
-	return out, nil
+	return out, skipped, nil
+}
+
+// unreadable logs an outbox row a sync skipped, once per row while the
+// gateway runs (every sync from before it skips it again).
+func (g *Gateway) unreadable(cursor int64, err error) {
+	seen := g.skipped.seen(cursor)
+	g.cfg.Metrics.Unreadable.Inc()
+	if !seen {
+		g.log.Error("sync skipped an outbox frame that does not decode: devices syncing past it are told truncated and reload with history",
+			"cursor", cursor, "err", err)
+	}
+}
+
+// skippedRows are the outbox rows a sync skipped and logged: each is
+// logged once (up to 1024 of them; past that, none more).
+type skippedRows struct {
+	mu   sync.Mutex
+	rows map[int64]bool
+}
+
+// seen reports whether cursor was logged already, and notes it.
+func (s *skippedRows) seen(cursor int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rows == nil {
+		s.rows = map[int64]bool{}
+	}
+	seen := s.rows[cursor] || len(s.rows) >= 1024
+	if !seen {
+		s.rows[cursor] = true
+	}
+	return seen
 }

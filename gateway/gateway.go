@@ -50,6 +50,9 @@ type Config struct {
 	// Media is the content store for uploads and files the agent sends
 	// (nil: the gateway takes no media).
 	Media *media.Store
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (bounds.go).
+	Bounds Bounds
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
 	// turns the cache off.
@@ -88,6 +91,11 @@ type Gateway struct {
 
 	turns  *turn.Runner
 	titles titles // auto-thread titles being asked for (autotitle.go)
+	// limits counts what the gateway's own bounds hold: auto-threads and
+	// connections per token (bounds.go).
+	limits limits
+	// skipped are the outbox rows a sync skipped and logged (devices.go).
+	skipped skippedRows
 
 	presence presence // who connects and leaves (devices.go)
 }
@@ -115,6 +123,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
+	cfg.Bounds.defaults()
 	g := &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
 		pruneNow:  make(chan struct{}, 1),
@@ -125,6 +134,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
 		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
 		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},
+		Bounds:  turn.Bounds{PerToken: cfg.Bounds.PerToken, InAll: cfg.Bounds.InAll, Running: cfg.Bounds.Running},
 		Metrics: turn.Metrics{Turns: cfg.Metrics.Turns, TurnLatency: cfg.Metrics.TurnLatency, Limited: cfg.Metrics.Limited},
 	})
 	return g
@@ -241,7 +251,8 @@ func (g *Gateway) recover(ctx context.Context) error {
 			g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil)
 			continue
 		}
-		queued = append(queued, turn.Pending{Msg: m})
+		// Held to no bound: they were within the bounds when sent.
+		queued = append(queued, turn.Pending{Msg: m, Slot: g.turns.HoldSlot()})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {

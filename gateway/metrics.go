@@ -14,6 +14,9 @@ type Metrics struct {
 	// delivery); Limited counts what a bound refused or cut, by bound.
 	Pings   prometheus.Counter
 	Limited *prometheus.CounterVec
+	// Unreadable counts the outbox frames syncs skipped because their
+	// rows do not decode.
+	Unreadable prometheus.Counter
 }
 
 // NewMetrics makes the series and registers them with reg (nil: not registered).
@@ -27,9 +30,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Turns:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_turns_total", Help: "Agent turns, by outcome."}, []string{"outcome"}),
 		Pings:       prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_pings_total", Help: "WebSocket pings sent: keepalives and proofs of delivery."}),
 		Limited:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_limited_total", Help: "Requests and connections a resource bound refused or cut, by bound."}, []string{"bound"}),
+		Unreadable: prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_sync_unreadable_frames_total",
+			Help: "Outbox frames a sync skipped because their rows do not decode (the device is told truncated)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited)
+		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited, m.Unreadable)
 	}
 	return m
 }

@@ -42,6 +42,9 @@ func (g *Gateway) EnsureChannel(ctx context.Context, chatID, name string) (core.
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		if err := g.roomForChannel(tx); err != nil {
+			return err
+		}
 		return tx.PutChannel(c)
 	}, &core.Event{Type: core.EvChannelCreated, Channel: &c})
 	if errors.Is(err, errChannelExists) {

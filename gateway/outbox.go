@@ -55,6 +55,10 @@ func (g *Gateway) pruneLoop(ctx context.Context) {
 		if total > 0 {
 			g.log.Info("outbox pruned", "frames", total)
 		}
+		if floor, err := g.st.OutboxFloor(ctx); err == nil && floor > 0 {
+			g.hub.DropBelow(floor + 1) // the pruned frames (floor and below) need no proofs any more
+		}
+		g.pruneDevices(ctx)
 		select {
 		case <-ctx.Done():
 			return

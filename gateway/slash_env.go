@@ -83,6 +83,10 @@ func (e slashEnv) Undo(ctx context.Context, lk core.Lane, user core.Message, aft
 
 func (e slashEnv) Retry(ctx context.Context, from hub.Caller, user core.Message, after []string) error {
 	lk := user.Lane
+	slot, err := e.g.turns.TakeSlot(from.Token())
+	if err != nil {
+		return err
+	}
 	var ev *core.Event
 	if len(after) > 0 {
 		ev = &core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: after}
@@ -96,9 +100,10 @@ func (e slashEnv) Retry(ctx context.Context, from hub.Caller, user core.Message,
 		}
 		return tx.QueueTurn(lk, user.ID) // owed like any turn: a restart still answers it
 	}, ev); err != nil {
+		e.g.turns.FreeSlot(slot)
 		return err
 	}
-	return e.g.turns.Enqueue(turn.Pending{Msg: user, Origin: from.Conn})
+	return e.g.turns.Enqueue(turn.Pending{Msg: user, Origin: from.Conn, Slot: slot})
 }
 
 func (e slashEnv) Rename(ctx context.Context, lk core.Lane, name string) error {

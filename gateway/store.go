@@ -43,6 +43,9 @@ type OutboxStore interface {
 	// ScanEvents stops with a *store.CorruptError at a frame that does not
 	// decode: a replay never leaves one out silently.
 	ScanEvents(ctx context.Context, after, upto int64, fn func(*core.Event) error) error
+	// ScanEventsSkipping is ScanEvents for a replay that goes on past a
+	// frame that does not decode: bad is handed its cursor and error.
+	ScanEventsSkipping(ctx context.Context, after, upto int64, fn func(*core.Event) error, bad func(cursor int64, err *store.CorruptError)) error
 	PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error)
 }
 
@@ -84,6 +87,15 @@ type DeviceStore interface {
 	PushDevices(ctx context.Context) ([]store.Device, error)
 	SetPushRegistration(ctx context.Context, deviceID, fcmToken, ntfyTopic string) error
 	SetWebPush(ctx context.Context, deviceID string, sub record.WebPush) error
+	// StaleDevices lists up to limit devices without a push registration,
+	// past the newest keep or last seen before before (ms); DeleteDevices
+	// forgets them: the device rows stay bounded.
+	StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error)
+	DeleteDevices(ctx context.Context, ids []string) error
+	// DropPushOfRevoked ends the push registrations (and queued pushes) of
+	// the devices of a token that no longer exists ("": of every such
+	// token), returning how many devices had one.
+	DropPushOfRevoked(ctx context.Context, tokenID string) (int, error)
 }
 
 // TokenStore is the device tokens (their hashes): what Auth needs.

@@ -25,3 +25,12 @@ func (c Caller) DeviceID() string {
 	}
 	return c.Conn.DeviceID
 }
+
+// Token is the token the calling connection said hello with ("": none):
+// what the bounds per token count against.
+func (c Caller) Token() string {
+	if c.Conn == nil {
+		return ""
+	}
+	return c.Conn.Token
+}

@@ -41,6 +41,9 @@ type Conn struct {
 	codec Codec
 	q     *queue
 	dev   *device
+	// proofs: the device proves what it receives (Iris), so the cursors
+	// it needs no frame for are counted as covered (TrackProofs).
+	proofs atomic.Bool
 
 	// Proof of delivery. A frame read from the device proves nothing
 	// about the frames written to it (TCP orders each direction on its
@@ -137,6 +140,22 @@ func (c *Conn) Err() error { return c.q.err() }
 // next connection's sync replays it.)
 func (c *Conn) Has(cursor int64) bool { return c.q.sentHas(cursor) || c.dev.has(cursor) }
 
+// TrackProofs marks a connection whose device proves its frames (and
+// syncs): from now on an outbox frame it gets nothing of (another
+// device's own read receipt, an event its dialect does not carry) counts
+// as proven and sent, so its sets stay one range instead of growing a
+// hole per such frame.
+func (c *Conn) TrackProofs() { c.proofs.Store(true) }
+
+// skip counts cursor, which c gets nothing of, as covered.
+func (c *Conn) skip(cursor int64) {
+	if cursor == 0 || !c.proofs.Load() {
+		return
+	}
+	c.q.skip(cursor)
+	c.dev.prove([]int64{cursor})
+}
+
 // Proven reports whether the device is proven to have the frame at cursor.
 func (c *Conn) Proven(cursor int64) bool { return c.dev.has(cursor) }
 
@@ -190,6 +209,7 @@ type Hub struct {
 	conns   map[uint64]*Conn
 	byDev   map[string]*Conn
 	devices map[string]*device
+	floor   int64 // the outbox's floor (DropBelow), under mu
 }
 
 // New makes a hub that keeps the devices' proofs in ps.
@@ -217,6 +237,9 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(
 			return nil, nil, err
 		}
 		d = &device{proven: FromRanges(proven)}
+		h.mu.RLock()
+		d.proven.DropBelow(h.floor)
+		h.mu.RUnlock()
 	}
 	c := &Conn{ID: h.nextID.Add(1), DeviceID: deviceID, codec: codec, q: newQueue(h.limits.MaxItems, h.limits.MaxBytes)}
 	h.mu.Lock()
@@ -277,18 +300,56 @@ func (h *Hub) Publish(ev *core.Event) {
 	defer h.mu.RUnlock()
 	for _, c := range h.conns {
 		if ev.NotTo != "" && ev.NotTo == c.DeviceID {
+			c.skip(ev.Cursor)
 			continue
 		}
 		var reqID int64
 		if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
 			reqID = ev.ReplyTo.ReqID
 		}
-		for _, o := range c.codec.Frames(ev, reqID) {
+		frames := c.codec.Frames(ev, reqID)
+		if len(frames) == 0 {
+			c.skip(ev.Cursor)
+		}
+		for _, o := range frames {
 			o.Cursor = ev.Cursor
 			if !c.q.push(o) {
 				break
 			}
 		}
+	}
+}
+
+// DropBelow forgets, in every live device's proof set and connection's
+// sent set, the cursors below floor: retention pruned those frames, and a
+// sync from before the floor reloads history instead. Sets loaded later
+// are cut as they load.
+func (h *Hub) DropBelow(floor int64) {
+	h.mu.Lock()
+	if floor <= h.floor {
+		h.mu.Unlock()
+		return
+	}
+	h.floor = floor
+	devs := make([]*device, 0, len(h.devices))
+	for _, d := range h.devices {
+		devs = append(devs, d)
+	}
+	conns := make([]*Conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, d := range devs {
+		d.mu.Lock()
+		if d.proven.Len() > 0 && d.proven.r[0].lo < floor {
+			d.proven.DropBelow(floor)
+			d.dirty = true
+		}
+		d.mu.Unlock()
+	}
+	for _, c := range conns {
+		c.q.dropBelow(floor)
 	}
 }
 

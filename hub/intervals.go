@@ -32,6 +32,7 @@ func (s *Intervals) Add(lo, hi int64) {
 		s.r = append(s.r, span{})
 		copy(s.r[i+1:], s.r[i:])
 		s.r[i] = span{lo, hi}
+		s.capRanges()
 		return
 	}
 	s.r[i] = span{lo, hi}
@@ -50,6 +51,20 @@ func (s *Intervals) DropBelow(v int64) {
 	s.r = s.r[i:]
 	if len(s.r) > 0 && s.r[0].lo < v {
 		s.r[0].lo = v
+	}
+}
+
+// MaxRanges bounds a set's ranges: past it, the lowest go. A proof set
+// stays a handful of ranges (cursors a device needs no frame for count as
+// covered, and retention drops what is below the outbox's floor); the
+// bound is what holds whatever happens, and forgetting a proof costs at
+// most a frame replayed twice.
+const MaxRanges = 4096
+
+// capRanges drops the lowest ranges past MaxRanges.
+func (s *Intervals) capRanges() {
+	if n := len(s.r) - MaxRanges; n > 0 {
+		s.r = append(s.r[:0], s.r[n:]...)
 	}
 }
 

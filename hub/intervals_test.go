@@ -65,3 +65,17 @@ func TestFromRangesMergesWhatItIsGiven(t *testing.T) {
 		t.Fatalf("got %v, want %v", s.Ranges(), want)
 	}
 }
+
+// A set holds at most MaxRanges ranges, whatever is added: the lowest go.
+func TestIntervalsAreBounded(t *testing.T) {
+	var s Intervals
+	for v := int64(0); v < 3*MaxRanges; v++ {
+		s.Add(2*v, 2*v) // never adjacent: a range each
+	}
+	if s.Len() != MaxRanges {
+		t.Fatalf("%d ranges, want %d", s.Len(), MaxRanges)
+	}
+	if !s.Has(2*(3*MaxRanges-1)) || s.Has(0) {
+		t.Fatal("the newest ranges are not the ones kept")
+	}
+}

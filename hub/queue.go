@@ -81,6 +81,21 @@ func (q *queue) sentHas(cursor int64) bool {
 	return q.sent.Has(cursor)
 }
 
+// skip records a cursor the connection gets nothing of as sent: a sync on
+// it need not look at it either, and the set stays one range.
+func (q *queue) skip(cursor int64) {
+	q.mu.Lock()
+	q.sent.Add(cursor, cursor)
+	q.mu.Unlock()
+}
+
+// dropBelow forgets the sent cursors below floor.
+func (q *queue) dropBelow(floor int64) {
+	q.mu.Lock()
+	q.sent.DropBelow(floor)
+	q.mu.Unlock()
+}
+
 // noteSent records a queued frame's cursor; q.mu is held.
 func (q *queue) noteSent(o Out) {
 	if o.Cursor != 0 {

@@ -389,6 +389,10 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 		p.retry(book, j, []string{err.Error()}, nil)
 		return
 	}
+	if dev.Revoked { // queued before its token was revoked
+		p.st.DonePush(book, j)
+		return
+	}
 	n := Note{Title: j.Title, Body: j.Body, ChatID: j.ChatID, ThreadID: j.ThreadID, MessageID: j.MessageID,
 		Cursor: j.Cursor, Kind: j.Kind, Collapse: j.Collapse}
 	var failures, failed []string

@@ -23,10 +23,19 @@ import (
 // through a link inside it).
 var ErrOutside = errors.New("the path leads outside the working directory")
 
+// ErrChanged says the file is not the one that was resolved (and shown
+// to the person) any more: a link was swapped in, or another file put in
+// its place.
+var ErrChanged = errors.New("the file changed since it was shown for approval")
+
 // Path is where a file tool's path argument lands.
 type Path struct {
 	Abs string // absolute and clean: what the person is shown
 	Rel string // relative to the working directory; "" when outside
+	// Dev and Ino identify the file a resolved path outside the working
+	// directory named when it was resolved (ResolveOutside); opening it
+	// must find the same one.
+	Dev, Ino uint64
 }
 
 // Inside reports whether the path lies in the working directory (by its
@@ -85,10 +94,26 @@ func (s *Sandbox) OpenRead(dir string, p Path) (*os.File, error) {
 			return nil, ErrOutside
 		}
 	} else {
-		f, err = os.OpenFile(p.Abs, flags, 0)
+		// A resolved path is opened as it was resolved: no link as its
+		// last element, the same name by the kernel's account, the same
+		// file.
+		if p.Ino != 0 {
+			f, err = os.OpenFile(p.Abs, flags|syscall.O_NOFOLLOW, 0)
+			if errors.Is(err, syscall.ELOOP) {
+				return nil, ErrChanged
+			}
+		} else {
+			f, err = os.OpenFile(p.Abs, flags, 0)
+		}
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !p.Inside() && p.Ino != 0 {
+		if err := sameFile(f, p); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	if err := s.checkOpened(f, true); err != nil {
 		f.Close()
@@ -106,9 +131,76 @@ func (s *Sandbox) OpenRead(dir string, p Path) (*os.File, error) {
 	return f, nil
 }
 
-// WriteInside replaces (or creates) the file at p, which must lie in dir:
-// writing outside the working directory is refused, through a link too.
-// A link as the last element is followed only while it stays inside.
+// ResolveInside is where a write of p lands: p itself, or, when its last
+// element is a link, the link's target while it stays inside dir, by its
+// canonical name (no link left in it). ErrOutside when it leads out, even
+// through a link on the way.
+func (s *Sandbox) ResolveInside(dir string, p Path) (Path, error) {
+	if !p.Inside() || p.Rel == "." {
+		return Path{}, ErrOutside
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Path{}, err
+	}
+	defer root.Close()
+	top, err := root.Open(".")
+	if err != nil {
+		return Path{}, err
+	}
+	base, err := openedName(top)
+	top.Close()
+	if err != nil {
+		return Path{}, err
+	}
+	rel := p.Rel
+	for range 16 {
+		parentRel, name := filepath.Split(rel)
+		parent, err := root.Open(filepath.Clean("." + string(filepath.Separator) + parentRel))
+		if err != nil {
+			if isEscape(err) {
+				return Path{}, ErrOutside
+			}
+			return Path{}, err
+		}
+		dirName, err := openedName(parent)
+		parent.Close()
+		if err != nil {
+			return Path{}, err
+		}
+		canon, err := filepath.Rel(base, filepath.Join(dirName, name))
+		if err != nil || !filepath.IsLocal(canon) {
+			return Path{}, ErrOutside
+		}
+		fi, err := root.Lstat(canon)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return Path{}, err
+		}
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return Path{Abs: filepath.Join(base, canon), Rel: canon}, nil
+		}
+		target, err := root.Readlink(canon)
+		if err != nil {
+			return Path{}, err
+		}
+		if filepath.IsAbs(target) {
+			if target, err = filepath.Rel(base, target); err != nil {
+				return Path{}, ErrOutside
+			}
+		} else {
+			target = filepath.Join(filepath.Dir(canon), target)
+		}
+		if rel = filepath.Clean(target); !filepath.IsLocal(rel) {
+			return Path{}, ErrOutside
+		}
+	}
+	return Path{}, errors.New("too many links")
+}
+
+// WriteInside replaces (or creates) the file at p, which must lie in dir
+// as ResolveInside named it: writing outside the working directory is
+// refused (ErrOutside), and a path that is not what was resolved any more
+// (a link put in its place or on its way) is ErrChanged.
 func (s *Sandbox) WriteInside(dir string, p Path, data []byte) error {
 	if !p.Inside() || p.Rel == "." {
 		return ErrOutside
@@ -118,50 +210,30 @@ func (s *Sandbox) WriteInside(dir string, p Path, data []byte) error {
 		return err
 	}
 	defer root.Close()
-	rel := p.Rel
-	for range 16 {
-		parentRel, base := filepath.Split(rel)
-		if parentRel == "" {
-			parentRel = "."
+	parentRel, base := filepath.Split(p.Rel)
+	parent, err := root.Open(filepath.Clean("." + string(filepath.Separator) + parentRel))
+	if err != nil {
+		if isEscape(err) {
+			return ErrOutside
 		}
-		parent, err := root.Open(filepath.Clean(parentRel))
-		if err != nil {
-			if isEscape(err) {
-				return ErrOutside
-			}
-			return err
-		}
-		f, err := s.createIn(parent, base)
-		parent.Close()
-		if errors.Is(err, syscall.ELOOP) {
-			// The last element is a link: follow it by name, inside.
-			target, lerr := root.Readlink(rel)
-			if lerr != nil {
-				return lerr
-			}
-			if filepath.IsAbs(target) {
-				abs, _ := filepath.Abs(dir)
-				if target, lerr = filepath.Rel(abs, target); lerr != nil {
-					return ErrOutside
-				}
-			} else {
-				target = filepath.Join(parentRel, target)
-			}
-			if rel = filepath.Clean(target); !filepath.IsLocal(rel) {
-				return ErrOutside
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		_, werr := f.Write(data)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		return werr
+		return err
 	}
-	return errors.New("too many links")
+	defer parent.Close()
+	if name, err := openedName(parent); err != nil || name != filepath.Dir(p.Abs) {
+		return ErrChanged
+	}
+	f, err := s.createIn(parent, base)
+	if errors.Is(err, syscall.ELOOP) {
+		return ErrChanged
+	}
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
 }
 
 // createIn opens base in the directory parent for writing, without
@@ -195,28 +267,29 @@ func (s *Sandbox) createIn(parent *os.File, base string) (*os.File, error) {
 }
 
 // CopyOut copies an open file to a fresh private directory under its base
-// name and returns that path and a cleanup: the gateway opens files it
-// sends by path, and the copy is what was checked, whatever the original
-// path points at by then.
-func CopyOut(f io.Reader, name string) (string, func(), error) {
+// name and returns that path, a cleanup and the bytes copied: the gateway
+// opens files it sends by path, and the copy is what was checked,
+// whatever the original path points at by then.
+func CopyOut(f io.Reader, name string) (string, func(), int64, error) {
 	dir, err := os.MkdirTemp("", "irisgate-send-")
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	done := func() { os.RemoveAll(dir) }
 	dst := filepath.Join(dir, filepath.Base(name))
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	var n int64
 	if err == nil {
-		_, err = io.Copy(out, f)
+		n, err = io.Copy(out, f)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
 		done()
-		return "", nil, err
+		return "", nil, 0, err
 	}
-	return dst, done, nil
+	return dst, done, n, nil
 }
 
 var errHidden = errors.New("that is the gateway's own data: tools never open it")
@@ -289,6 +362,79 @@ func openedName(f *os.File) (string, error) {
 // root.
 func isEscape(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// ResolveOutside names the file a read of abs, outside the working
+// directory, opens: its canonical name (links resolved), to be shown to
+// the person and keyed on, and its identity, which OpenRead holds to.
+func (s *Sandbox) ResolveOutside(abs string) (Path, error) {
+	name, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return Path{}, err
+	}
+	st, err := os.Stat(name)
+	if err != nil {
+		return Path{}, err
+	}
+	p := Path{Abs: name}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		p.Dev, p.Ino = uint64(sys.Dev), uint64(sys.Ino)
+	}
+	return p, nil
+}
+
+// sameFile checks that f is the file p was resolved to.
+func sameFile(f *os.File, p Path) error {
+	name, err := openedName(f)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if name != p.Abs || !ok || uint64(sys.Dev) != p.Dev || uint64(sys.Ino) != p.Ino {
+		return ErrChanged
+	}
+	return nil
+}
+
+// Conceals reports whether a tool reading abs would reach what tools never
+// see: a hidden path (but an exposed one), and, deep (a recursive read), a
+// hidden path anywhere beneath abs. abs is resolved first, as far as it
+// exists.
+func (s *Sandbox) Conceals(abs string, deep bool) bool {
+	name := ResolveExisting(abs)
+	if s.isHidden(name, true) {
+		return true
+	}
+	if deep {
+		for _, h := range s.hidden() {
+			if within(h, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ResolveExisting resolves the links of the longest part of p that
+// exists, and keeps the rest as it is.
+func ResolveExisting(p string) string {
+	p = filepath.Clean(p)
+	rest := ""
+	for {
+		if c, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(c, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }
 
 // Refuses says why a tool may never open abs, whatever the person

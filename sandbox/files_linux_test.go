@@ -89,6 +89,9 @@ func TestFileToolsStayInside(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if p, err = sb.ResolveInside(l.work, p); err != nil {
+			return err
+		}
 		return sb.WriteInside(l.work, p, []byte(data))
 	}
 	if err := writeIn("new.txt", "made"); err != nil {
@@ -126,6 +129,53 @@ func TestFileToolsStayInside(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s was written", p)
 		}
+	}
+}
+
+// TestResolvedPathsHold: a write lands where ResolveInside said, by the
+// canonical name (a link as the last element or on the way resolved), and
+// a path changed since (a link put in its place) is not written; a read
+// outside opens the file ResolveOutside named, not another put there.
+func TestResolvedPathsHold(t *testing.T) {
+	l := newLayout(t, false)
+	sb, err := sandbox.New(sandbox.Config{Temp: l.temp, Hide: []string{l.data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(l.work, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(".git/hooks/pre-commit", filepath.Join(l.work, "innocent"))
+	os.Symlink(".git/hooks", filepath.Join(l.work, "hooks"))
+	for name, want := range map[string]string{"innocent": ".git/hooks/pre-commit", "hooks/x": ".git/hooks/x", "plain": "plain"} {
+		p, _ := sandbox.Locate(l.work, name)
+		q, err := sb.ResolveInside(l.work, p)
+		if err != nil || q.Rel != want || q.Abs != filepath.Join(l.work, want) {
+			t.Errorf("ResolveInside(%s) = %+v %v, want %s", name, q, err, want)
+		}
+	}
+	p, _ := sandbox.Locate(l.work, "plain")
+	q, _ := sb.ResolveInside(l.work, p)
+	os.Symlink("notes", filepath.Join(l.work, "plain")) // swapped in after the approval
+	if err := sb.WriteInside(l.work, q, []byte("x")); !errors.Is(err, sandbox.ErrChanged) {
+		t.Errorf("a link put in the approved place: %v, want ErrChanged", err)
+	}
+
+	link := filepath.Join(l.outside, "link")
+	os.Symlink("keep.txt", link)
+	r, err := sb.ResolveOutside(link)
+	if err != nil || r.Abs != filepath.Join(l.outside, "keep.txt") {
+		t.Fatalf("ResolveOutside: %+v %v", r, err)
+	}
+	write(t, filepath.Join(l.outside, "other"), "another file")
+	if err := os.Rename(filepath.Join(l.outside, "other"), r.Abs); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sb.OpenRead(l.work, r); !errors.Is(err, sandbox.ErrChanged) {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("another file where the approved one was: %v, want ErrChanged", err)
 	}
 }
 

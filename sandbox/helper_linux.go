@@ -2,14 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -23,6 +20,11 @@ import (
 // from the spec.
 const helperEnv = "IRISGATE_SANDBOX_HELPER"
 
+// minSignalABI is the first Landlock ABI that keeps signals in (scoped
+// signals, Linux 6.12): without it, and without a PID namespace, a
+// command could signal every process of the gateway's user.
+const minSignalABI = 6
+
 // spec is what the helper builds and runs.
 type spec struct {
 	Wall    Wall
@@ -35,6 +37,15 @@ type spec struct {
 	Hide    []string
 	Expose  []string
 	Network bool
+	// Stage is "" for the supervisor the gateway starts, "walls" for the
+	// process it starts behind the walls (which becomes bash).
+	Stage string
+	// Control: the supervisor's fd 3 is the read end of the gateway's
+	// control pipe.
+	Control bool
+	// Devpts: the supervisor mounted a private devpts instance on
+	// /dev/pts, so the command may have terminals of its own.
+	Devpts bool
 	// Probe: build the walls, check from inside that they hold, exit.
 	Probe bool
 }
@@ -51,6 +62,7 @@ func init() {
 	// Landlock, seccomp and no_new_privs bind the calling thread: build
 	// them and exec on one thread.
 	runtime.LockOSThread()
+	os.Unsetenv(helperEnv)
 	err := helperMain(raw)
 	if err == nil {
 		os.Exit(0) // a probe that passed
@@ -64,54 +76,71 @@ func helperMain(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &sp); err != nil {
 		return fmt.Errorf("bad spec: %w", err)
 	}
-	if sp.Wall == Namespaces {
-		if err := setupMounts(&sp); err != nil {
-			return fmt.Errorf("mount namespace: %w", err)
-		}
-		if !sp.Network {
-			if err := loopbackUp(); err != nil {
-				return fmt.Errorf("loopback: %w", err)
-			}
-		}
+	switch {
+	case sp.Stage == "walls":
+		return walls(&sp)
+	case sp.Wall == Namespaces:
+		return namespaced(&sp)
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := restrictLandlock(&sp); err != nil {
-		return fmt.Errorf("landlock: %w", err)
-	}
-	if err := installSeccomp(&sp); err != nil {
-		return fmt.Errorf("seccomp: %w", err)
-	}
-	if err := dropCaps(); err != nil {
-		return fmt.Errorf("capabilities: %w", err)
-	}
-	if sp.Probe {
-		return selfCheck(&sp)
-	}
-	return unix.Exec(sp.Bash, sp.Args, sp.Env)
+	return supervise(&sp)
 }
 
-// helper prepares the helper process for spec behind wall w.
-func (s *Sandbox) helper(w Wall, sp spec) (*exec.Cmd, error) {
-	sp.Wall, sp.ABI, sp.Bash, sp.Env, sp.Temp = w, s.abi, s.bash, s.env, s.cfg.Temp
-	sp.Hide = s.hidden()
-	for _, e := range s.cfg.Expose {
-		if c, err := filepath.EvalSymlinks(e); err == nil {
-			sp.Expose = append(sp.Expose, c)
+// namespaced is the helper behind the namespaces wall: PID 1 of fresh
+// namespaces, it shapes the mounts and builds the walls around itself,
+// then becomes bash. No supervisor is needed there: when the PID
+// namespace's first process exits (the command ends, or the gateway
+// kills it on a timeout or /stop, or dies itself: Pdeathsig), the kernel
+// kills every process in it before the exit is reported, and a command
+// cannot reach a process outside it.
+func namespaced(sp *spec) error {
+	if err := setupMounts(sp); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	if !sp.Network {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("loopback: %w", err)
 		}
 	}
+	// The capabilities the mounts needed end here.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := cloexecFrom(3); err != nil {
+		return fmt.Errorf("closing inherited descriptors: %w", err)
+	}
+	return walls(sp)
+}
+
+// helper prepares the helper for spec behind wall w: the supervisor, or
+// behind the namespaces wall the helper that becomes bash.
+func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
+	bash, err := s.bashPath()
+	if err != nil {
+		return nil, err
+	}
+	sp.Wall, sp.Bash, sp.Env, sp.Temp = w, bash, s.Env(), s.Temp()
+	if s != nil {
+		sp.ABI = s.abi
+		sp.Hide = s.hidden()
+		sp.Expose = s.exposed()
+	}
+	sp.Control = !sp.Probe && w != Namespaces
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
 	}
 	// /proc/self/exe is the gateway's own binary even when an upgrade has
 	// replaced the file meanwhile: the helper always speaks this spec.
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"irisgate-sandbox"}
-	cmd.Env = []string{helperEnv + "=" + string(b)}
-	cmd.Dir = sp.Work
-	attr := &syscall.SysProcAttr{Setpgid: true}
+	c := exec.Command("/proc/self/exe")
+	c.Args = []string{"irisgate-sandbox"}
+	// One P: the helper does one thing at a time, and each thread a Go
+	// process starts must be scheduled again before it can exit.
+	c.Env = []string{helperEnv + "=" + string(b), "GOMAXPROCS=1"}
+	c.Dir = sp.Work
+	// A session of its own: no controlling terminal, so no command can
+	// reach the gateway's terminal through /dev/tty (TIOCSTI there would
+	// type into the owner's shell).
+	attr := &syscall.SysProcAttr{Setsid: true}
 	if w == Namespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
 		if !sp.Network {
@@ -122,10 +151,29 @@ func (s *Sandbox) helper(w Wall, sp spec) (*exec.Cmd, error) {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+		// The helper mounts and brings the loopback up after exec, which
+		// as anyone but root inside drops the namespace's capabilities
+		// unless they are ambient; it clears them before bash.
+		attr.AmbientCaps = []uintptr{capSysAdmin, capNetAdmin}
+		// The gateway's death ends the namespace too. (Pdeathsig follows
+		// the thread that started the helper; the gateway's threads live
+		// as long as it does: none of its goroutines exits locked.)
+		attr.Pdeathsig = syscall.SIGKILL
 	}
-	cmd.SysProcAttr = attr
+	c.SysProcAttr = attr
+	cmd := newCmd(c)
+	if sp.Control {
+		if err := cmd.withControl(); err != nil {
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
+
+const (
+	capNetAdmin = 12
+	capSysAdmin = 21
+)
 
 // settle returns the strongest wall up to want that holds here, with the
 // Landlock ABI and why stronger ones do not.
@@ -140,9 +188,16 @@ func settle(s *Sandbox, want Wall) (Wall, int, string) {
 	if abi < 1 {
 		return None, 0, "the kernel has no Landlock (Linux 5.13 or later with landlock in the lsm= boot list)"
 	}
+	if s.cfg.MaxABI > 0 && abi > s.cfg.MaxABI {
+		abi = s.cfg.MaxABI
+	}
 	s.abi = abi
 	var why []string
 	for w := want; w > None; w-- {
+		if w == Landlock && abi < minSignalABI {
+			why = append(why, fmt.Sprintf("landlock: Landlock ABI %d cannot keep a command's signals in (ABI %d, Linux 6.12, can), and without a PID namespace nothing else does", abi, minSignalABI))
+			continue
+		}
 		err := s.probe(w)
 		if err == nil {
 			return w, abi, strings.Join(why, "; ")
@@ -176,58 +231,19 @@ func (s *Sandbox) probe(w Wall) error {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Kill()
 		<-done
 		return errors.New("the probe did not finish within 20s")
 	}
 	if err != nil {
-		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(buf.String()), "irisgate sandbox:"))
+		msg := strings.TrimSpace(buf.String())
+		if i := strings.LastIndex(msg, "irisgate sandbox:"); i >= 0 {
+			msg = strings.TrimSpace(msg[i+len("irisgate sandbox:"):])
+		}
 		if msg == "" {
 			msg = err.Error()
 		}
 		return errors.New(msg)
 	}
 	return nil
-}
-
-// selfCheck, inside the walls, tries what they must stop.
-func selfCheck(sp *spec) error {
-	var b [8]byte
-	rand.Read(b[:])
-	outside := filepath.Join(filepath.Dir(sp.Temp), ".irisgate-probe-"+hex.EncodeToString(b[:]))
-	fd, err := unix.Open(outside, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
-	if err == nil {
-		unix.Close(fd)
-		unix.Unlink(outside)
-		return fmt.Errorf("a file outside the sandbox could be created (%s)", outside)
-	}
-	if !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EROFS) {
-		return fmt.Errorf("creating %s: %v, want permission denied", outside, err)
-	}
-	if fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
-		unix.Close(fd)
-		return errors.New("a Unix socket could be made")
-	}
-	return nil
-}
-
-// dropCaps empties the bounding, ambient and current capability sets, so
-// a command run as root keeps no power beyond its files' owner bits (it
-// still is uid 0 for files it owns). Without CAP_SETPCAP (an unprivileged
-// gateway outside a user namespace) there is nothing to drop.
-func dropCaps() error {
-	for c := 0; c < 64; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-			if errors.Is(err, unix.EINVAL) {
-				break // past the kernel's last capability
-			}
-			if errors.Is(err, unix.EPERM) {
-				return nil
-			}
-			return err
-		}
-	}
-	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	var data [2]unix.CapUserData
-	return unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0])
 }

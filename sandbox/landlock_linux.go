@@ -133,7 +133,16 @@ func restrictLandlock(sp *spec) error {
 			return err
 		}
 	}
-	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
+	// No terminal of the host: /dev/tty is the gateway's terminal (none
+	// in the supervisor's session, but a grant would outlive that), and
+	// every /dev/pts/N a terminal of the owner's. Terminals of its own
+	// only where the supervisor mounted a private devpts instance, which
+	// /dev/ptmx then opens.
+	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+	if sp.Devpts {
+		devices = append(devices, "/dev/ptmx", "/dev/pts")
+	}
+	for _, p := range devices {
 		if err := add(p, fsDevice, true); err != nil {
 			return err
 		}

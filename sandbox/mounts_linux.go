@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +12,11 @@ import (
 
 // setupMounts shapes the helper's private mount namespace: nothing it
 // mounts reaches the host, /proc shows only the command's PID namespace,
-// /dev/shm is its own, each hidden directory is covered by an empty
-// read-only tmpfs (exposed paths inside it bound back read-only) and each
-// hidden file by /dev/null. Landlock, applied next, forbids unmounting any
-// of it.
+// /dev/shm and /dev/pts are its own, each hidden directory is covered by
+// an empty read-only tmpfs (exposed paths inside it bound back read-only)
+// and each hidden file by /dev/null, and the git repositories of the
+// working directory keep their hooks and config read-only. Landlock,
+// applied next, forbids unmounting any of it.
 func setupMounts(sp *spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
@@ -27,6 +29,12 @@ func setupMounts(sp *spec) error {
 			return fmt.Errorf("mounting /dev/shm: %w", err)
 		}
 	}
+	// A devpts of its own: the command may make terminals (script, ssh
+	// -t) and sees none of the host's, which Landlock then also refuses.
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err == nil {
+		sp.Devpts = true
+	}
+	protectGit(sp.Work)
 	for _, h := range sp.Hide {
 		st, err := os.Lstat(h)
 		if err != nil {
@@ -128,4 +136,59 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP | unix.IFF_RUNNING)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// maxGitRepos bounds the repositories protectGit pins in one working
+// directory (a directory of many projects): three mounts each, for every
+// command.
+const maxGitRepos = 64
+
+// protectGit makes the hooks and config of the git repositories in work
+// (its own and those of its immediate subdirectories) read-only for the
+// command: git runs them when the owner commits, outside the sandbox. The
+// .git directory itself becomes a mount point, so it cannot be renamed
+// away and replaced; a .git file (a worktree's, a submodule's) is made
+// read-only as a whole. What cannot be pinned is left as it is: the
+// command runs all the same.
+func protectGit(work string) {
+	dirs := []string{work}
+	if entries, err := os.ReadDir(work); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != ".git" {
+				dirs = append(dirs, filepath.Join(work, e.Name()))
+			}
+		}
+	}
+	n := 0
+	for _, d := range dirs {
+		g := filepath.Join(d, ".git")
+		st, err := os.Lstat(g)
+		if err != nil {
+			continue
+		}
+		if n++; n > maxGitRepos {
+			return
+		}
+		switch {
+		case st.Mode().IsRegular():
+			pinReadOnly(g)
+		case st.IsDir():
+			if unix.Mount(g, g, "", unix.MS_BIND, "") != nil {
+				continue
+			}
+			hooks := filepath.Join(g, "hooks")
+			if _, err := os.Stat(hooks); errors.Is(err, os.ErrNotExist) {
+				os.Mkdir(hooks, 0o755) // or the command could make it
+			}
+			pinReadOnly(hooks)
+			pinReadOnly(filepath.Join(g, "config"))
+		}
+	}
+}
+
+// pinReadOnly binds p onto itself read-only.
+func pinReadOnly(p string) {
+	if unix.Mount(p, p, "", unix.MS_BIND, "") == nil {
+		remountReadOnly(p)
+	}
 }

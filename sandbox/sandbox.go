@@ -9,8 +9,11 @@
 // namespaces (the data directory is covered by an empty tmpfs, /proc shows
 // only the command's own processes, the network is a loopback of its own).
 // Landlock and seccomp bind the thread that sets them up, so that is never
-// the gateway: it re-executes its own binary as a short-lived helper (see
-// helper_linux.go) that builds the walls around itself and then execs bash.
+// the gateway: it re-executes its own binary as a helper (see
+// helper_linux.go) in two stages: a supervisor, outside the walls, that
+// outlives every process the command starts and kills them all when it
+// ends, and under it the walls, built around a second copy of the helper
+// that then execs bash.
 package sandbox
 
 import (
@@ -82,6 +85,10 @@ type Config struct {
 	// Want is the strongest wall to try (the zero value, None, runs
 	// commands without walls); New settles for the strongest that works.
 	Want Wall
+	// MaxABI, when set, makes the sandbox treat the kernel as offering at
+	// most this Landlock ABI (the walls are then built as on such a
+	// kernel): a test's stand-in for an older kernel.
+	MaxABI int
 }
 
 // Sandbox runs commands behind the strongest wall this machine offers.
@@ -127,9 +134,35 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	s.env = leastEnv(cfg.Env, s.cfg.Temp)
+	home, err := s.toolHome()
+	if err != nil {
+		return nil, err
+	}
+	s.env = leastEnv(cfg.Env, s.cfg.Temp, home)
 	s.wall, s.abi, s.reason = settle(s, cfg.Want)
 	return s, nil
+}
+
+// toolHome is the HOME commands get instead of the gateway's when that
+// one is hidden (a service whose home is its data directory): a directory
+// of the temp directory. "" keeps the gateway's.
+func (s *Sandbox) toolHome() (string, error) {
+	home, ok := os.LookupEnv("HOME")
+	if !ok || home == "" {
+		return "", nil
+	}
+	if c, err := filepath.EvalSymlinks(home); err == nil {
+		home = c
+	}
+	for _, h := range s.cfg.Hide {
+		if c, err := filepath.EvalSymlinks(h); err == nil {
+			h = c
+		}
+		if within(home, h) {
+			return privateDir(filepath.Join(s.cfg.Temp, "home"))
+		}
+	}
+	return "", nil
 }
 
 // privateDir makes dir (mode 0700) or checks that the one there is a real
@@ -169,6 +202,10 @@ func (s *Sandbox) Wall() Wall {
 	return s.wall
 }
 
+// Off reports whether the owner turned the walls off (--sandbox off, or
+// no Sandbox at all), rather than the kernel offering none.
+func (s *Sandbox) Off() bool { return s == nil || s.cfg.Want == None }
+
 // WallFor is the wall a command run in dir gets: Landlock alone cannot
 // keep the data directory out of a working directory that holds it.
 func (s *Sandbox) WallFor(dir string) Wall {
@@ -186,25 +223,22 @@ func (s *Sandbox) WallFor(dir string) Wall {
 // Describe says in a line which wall is in force, for the start-up log
 // and /status.
 func (s *Sandbox) Describe() string {
+	const ends = "no terminal of the gateway's, and everything a command starts is killed when it ends"
 	switch s.Wall() {
 	case Namespaces:
-		return fmt.Sprintf("user, mount, PID and network namespaces + Landlock ABI %d + seccomp: commands write only in the working directory and %s, see neither the data directory nor the gateway's processes, and are offline unless allowed", s.abi, s.cfg.Temp)
+		return fmt.Sprintf("user, mount, PID and network namespaces + Landlock ABI %d + seccomp: commands write only in the working directory and %s, see neither the data directory nor the gateway's processes, are offline unless allowed, have %s", s.abi, s.cfg.Temp, ends)
 	case Landlock:
-		net := "offline unless allowed (TCP by Landlock, other sockets by seccomp)"
-		if s.abi < 4 {
-			net = "offline unless allowed (every IP socket refused by seccomp)"
-		}
 		why := ""
 		if s.reason != "" {
 			why = " (" + s.reason + ")"
 		}
-		return fmt.Sprintf("Landlock ABI %d + seccomp, no namespaces%s: commands write only in the working directory and %s, cannot read the data directory (unless it lies inside the working directory: then every command that is not read-only asks), %s", s.abi, why, s.cfg.Temp, net)
+		return fmt.Sprintf("Landlock ABI %d + seccomp, no namespaces%s: commands write only in the working directory and %s, cannot read the data directory (unless it lies inside the working directory: then every command that is not read-only asks, even under /yolo), signal only their own processes, are offline unless allowed (TCP by Landlock, other sockets by seccomp), have %s", s.abi, why, s.cfg.Temp, ends)
 	}
 	why := "no sandbox was asked for"
 	if s != nil && s.reason != "" {
 		why = s.reason
 	}
-	return "no sandbox (" + why + "): every command that is not read-only asks first"
+	return "no sandbox (" + why + "): every command that is not read-only asks first, even under /yolo"
 }
 
 // Temp is the commands' scratch directory.
@@ -218,7 +252,7 @@ func (s *Sandbox) Temp() string {
 // Env is the environment commands get.
 func (s *Sandbox) Env() []string {
 	if s == nil {
-		return leastEnv(nil, "")
+		return leastEnv(nil, "", "")
 	}
 	return append([]string(nil), s.env...)
 }
@@ -230,10 +264,10 @@ type Run struct {
 	Network bool   // let it reach the network
 }
 
-// Command prepares r behind the sandbox's wall. The caller sets Stdout and
-// Stderr and starts it; the command leads its own process group, so
-// killing -Pid ends everything it started.
-func (s *Sandbox) Command(r Run) (*exec.Cmd, error) {
+// Command prepares r behind the sandbox's wall (none on a nil Sandbox).
+// The caller sets Stdout and Stderr, starts it and waits for it; Stop ends
+// everything it started.
+func (s *Sandbox) Command(r Run) (*Cmd, error) {
 	dir, err := filepath.Abs(r.Dir)
 	if err != nil {
 		return nil, err
@@ -246,25 +280,26 @@ func (s *Sandbox) Command(r Run) (*exec.Cmd, error) {
 			return nil, fmt.Errorf("the working directory %s lies inside %s, which tools never see", dir, h)
 		}
 	}
-	w := s.WallFor(dir)
-	if w == None {
-		bash := "bash"
-		if s != nil {
-			bash = s.bash
-		}
-		cmd := exec.Command(bash, "-c", r.Script)
-		cmd.Dir, cmd.Env = dir, s.Env()
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd, nil
+	return s.helper(s.WallFor(dir), spec{Work: dir, Args: []string{"bash", "-c", r.Script}, Network: r.Network})
+}
+
+// bashPath is the bash commands run.
+func (s *Sandbox) bashPath() (string, error) {
+	if s != nil {
+		return s.bash, nil
 	}
-	return s.helper(w, spec{Work: dir, Args: []string{"bash", "-c", r.Script}, Network: r.Network})
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return "", fmt.Errorf("the terminal tool needs bash: %w", err)
+	}
+	return filepath.Abs(bash)
 }
 
 // leastEnv is PATH, HOME, LANG and TERM from the gateway's environment,
-// the names the owner listed, and the temp directory as TMPDIR and cache.
-// Nothing else of the gateway's environment (keys, tokens, its config)
-// reaches a command.
-func leastEnv(names []string, temp string) []string {
+// the names the owner listed, and the temp directory as TMPDIR and cache;
+// home, when set, replaces HOME. Nothing else of the gateway's environment
+// (keys, tokens, its config) reaches a command.
+func leastEnv(names []string, temp, home string) []string {
 	var env []string
 	seen := map[string]bool{}
 	add := func(k, v string) {
@@ -276,6 +311,9 @@ func leastEnv(names []string, temp string) []string {
 	if temp != "" {
 		add("TMPDIR", temp)
 		add("XDG_CACHE_HOME", filepath.Join(temp, "cache"))
+	}
+	if home != "" {
+		add("HOME", home)
 	}
 	for _, k := range append([]string{"PATH", "HOME", "LANG", "TERM"}, names...) {
 		if k = strings.TrimSpace(k); k == "" || strings.ContainsAny(k, "=\x00") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"runtime"
+	"syscall"
 )
 
 type spec struct {
@@ -18,6 +19,19 @@ func settle(*Sandbox, Wall) (Wall, int, string) {
 	return None, 0, "no sandbox is written for " + runtime.GOOS + " (Linux only)"
 }
 
-func (s *Sandbox) helper(Wall, spec) (*exec.Cmd, error) {
-	return nil, errors.New("no sandbox on " + runtime.GOOS)
+// helper runs bash without walls, in a session of its own (no controlling
+// terminal). There is no supervisor here: Stop kills the command's
+// process group, and what left it lives on.
+func (s *Sandbox) helper(w Wall, sp spec) (*Cmd, error) {
+	if w != None {
+		return nil, errors.New("no sandbox on " + runtime.GOOS)
+	}
+	bash, err := s.bashPath()
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(bash, sp.Args[1:]...)
+	c.Dir, c.Env = sp.Work, s.Env()
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return newCmd(c), nil
 }

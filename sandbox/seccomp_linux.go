@@ -14,10 +14,15 @@ import (
 //     session bus, docker.sock, the gateway's own admin socket) would run
 //     commands outside the sandbox. socketpair stays: it reaches nothing.
 //   - io_uring, always: its operations do not pass through this filter.
+//   - TIOCSTI and TIOCLINUX, always: they type into a terminal as if its
+//     owner had (the supervisor's session has no terminal, but a command
+//     might open one).
 //   - offline: every address family but IP (and, with its own network
-//     namespace, netlink); without that namespace, IP only as TCP, which
-//     Landlock then keeps from binding or connecting, and no TCP Fast
-//     Open (it connects through sendto).
+//     namespace, netlink); without that namespace, IP only as TCP
+//     (SOCK_STREAM with protocol 0 or IPPROTO_TCP: an allow-list, since
+//     Landlock's TCP rules cover IPPROTO_TCP alone and MPTCP or SCTP
+//     streams would pass them), which Landlock then keeps from binding or
+//     connecting, and no TCP Fast Open (it connects through sendto).
 // A denied call fails with EACCES, which programs report as such.
 
 // seccomp_data offsets (little-endian: an argument's low half first).
@@ -80,8 +85,15 @@ func (a *asm) build() ([]unix.SockFilter, error) {
 	return a.ins, nil
 }
 
-// filter is the program for sp on this architecture.
-func filter(sp *spec) ([]unix.SockFilter, error) {
+const (
+	allow = unix.SECCOMP_RET_ALLOW
+	deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+	kill  = unix.SECCOMP_RET_KILL_PROCESS
+)
+
+// start checks the architecture (another ABI's numbers mean other calls)
+// and loads the system call's number.
+func start(a *asm) error {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -89,23 +101,52 @@ func filter(sp *spec) ([]unix.SockFilter, error) {
 	case "arm64":
 		arch = unix.AUDIT_ARCH_AARCH64
 	default:
-		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
+		return fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
 	}
-	const (
-		allow = unix.SECCOMP_RET_ALLOW
-		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
-		kill  = unix.SECCOMP_RET_KILL_PROCESS
-	)
-	a := &asm{labels: map[string]int{}}
 	a.load(offArch)
-	a.jmp(unix.BPF_JEQ, arch, "", "kill") // another ABI's numbers mean other calls
+	a.jmp(unix.BPF_JEQ, arch, "", "kill")
 	a.load(offNr)
 	if runtime.GOARCH == "amd64" {
 		a.jmp(unix.BPF_JGE, 0x40000000, "deny", "") // x32 system calls
 	}
+	return nil
+}
+
+// ttyIoctls jumps to deny for TIOCSTI and TIOCLINUX (the request is an
+// unsigned int: the kernel reads the low half alone), else to other.
+func ttyIoctls(a *asm, deny, other string) {
+	a.load(offArg(1))
+	a.jmp(unix.BPF_JEQ, unix.TIOCSTI, deny, "")
+	a.jmp(unix.BPF_JEQ, unix.TIOCLINUX, deny, other)
+}
+
+// ttyProgram refuses TIOCSTI and TIOCLINUX and allows everything else.
+func ttyProgram() ([]unix.SockFilter, error) {
+	a := &asm{labels: map[string]int{}}
+	if err := start(a); err != nil {
+		return nil, err
+	}
+	a.jmp(unix.BPF_JEQ, unix.SYS_IOCTL, "", "allow")
+	ttyIoctls(a, "deny", "allow")
+	a.label("allow")
+	a.ret(allow)
+	a.label("deny")
+	a.ret(deny)
+	a.label("kill")
+	a.ret(kill)
+	return a.build()
+}
+
+// filter is the program for sp on this architecture.
+func filter(sp *spec) ([]unix.SockFilter, error) {
+	a := &asm{labels: map[string]int{}}
+	if err := start(a); err != nil {
+		return nil, err
+	}
 	for _, nr := range []uintptr{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER} {
 		a.jmp(unix.BPF_JEQ, uint32(nr), "deny", "")
 	}
+	a.jmp(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl", "")
 	a.jmp(unix.BPF_JEQ, unix.SYS_SOCKET, "socket", "")
 	fastOpen := sp.Wall == Landlock && !sp.Network
 	if fastOpen {
@@ -134,7 +175,11 @@ func filter(sp *spec) ([]unix.SockFilter, error) {
 		a.label("type")
 		a.load(offArg(1))
 		a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf) // SOCK_NONBLOCK, SOCK_CLOEXEC off
-		a.jmp(unix.BPF_JEQ, unix.SOCK_STREAM, "allow", "deny")
+		a.jmp(unix.BPF_JEQ, unix.SOCK_STREAM, "", "deny")
+		// The protocol is an int: the kernel reads the low half alone.
+		a.load(offArg(2))
+		a.jmp(unix.BPF_JEQ, 0, "allow", "")
+		a.jmp(unix.BPF_JEQ, unix.IPPROTO_TCP, "allow", "deny")
 	default:
 		a.ret(deny) // no Landlock TCP rules: no IP at all
 	}
@@ -148,6 +193,8 @@ func filter(sp *spec) ([]unix.SockFilter, error) {
 			a.jmp(unix.BPF_JSET, unix.MSG_FASTOPEN, "deny", "allow")
 		}
 	}
+	a.label("ioctl")
+	ttyIoctls(a, "deny", "allow")
 	a.label("allow")
 	a.ret(allow)
 	a.label("deny")

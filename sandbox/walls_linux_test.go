@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -98,7 +97,7 @@ func run(t *testing.T, sb *sandbox.Sandbox, dir, script string, network bool) st
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Kill()
 		<-done
 		t.Fatalf("%q did not end within 30s: %s", script, out.String())
 	}
@@ -284,19 +283,80 @@ func TestLandlockCannotHideInsideWork(t *testing.T) {
 	}
 }
 
-// TestNamespacesEndEverything: a process a command leaves running behind
-// it dies with the command (its PID namespace ends), so nothing keeps
-// working outside a turn.
-func TestNamespacesEndEverything(t *testing.T) {
-	l := newLayout(t, false)
-	sb := l.sandbox(t, sandbox.Namespaces)
-	run(t, sb, l.work, "(sleep 0.3; echo late > late.txt) > /dev/null 2>&1 &", false)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	// bash exits at once; a surviving sleeper would write within 0.3 s.
-	exec.CommandContext(ctx, "sleep", "0.6").Run()
-	if _, err := os.Stat(filepath.Join(l.work, "late.txt")); err == nil {
-		t.Fatal("a background process outlived its command")
+// TestNothingOutlivesItsCommand: a process a command leaves running behind
+// it, in a session of its own, is gone when the command returns, behind
+// every wall and without one (the supervisor kills it).
+func TestNothingOutlivesItsCommand(t *testing.T) {
+	for _, w := range append(walls, sandbox.None) {
+		t.Run(w.String(), func(t *testing.T) {
+			l := newLayout(t, false)
+			sb := l.sandbox(t, w)
+			mark := fmt.Sprintf("irisgate-late-%d", time.Now().UnixNano())
+			if out := run(t, sb, l.work, "setsid bash -c 'exec -a "+mark+" sleep infinity' & echo started", false); out != "started\n" {
+				t.Fatalf("the command: %q", out)
+			}
+			procs, _ := os.ReadDir("/proc")
+			for _, p := range procs {
+				if b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); err == nil && strings.Contains(string(b), mark) {
+					t.Fatalf("a background process outlived its command: %s %q", p.Name(), b)
+				}
+			}
+		})
+	}
+}
+
+// TestWallsForAnotherUser: the namespaces wall holds for a gateway that
+// is not root (the usual case), whose user namespace gives it no
+// capabilities after exec but ambient ones. Run as root, the test runs
+// itself as nobody.
+func TestWallsForAnotherUser(t *testing.T) {
+	if os.Getenv("IRISGATE_TEST_AS_NOBODY") != "" {
+		sb, err := sandbox.New(sandbox.Config{Temp: filepath.Join(os.Getenv("IRISGATE_TEST_AS_NOBODY"), "tmp"), Want: sandbox.Namespaces})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kernel.Require(t, sb.Wall(), sandbox.Namespaces)
+		if out := run(t, sb, os.Getenv("IRISGATE_TEST_AS_NOBODY"), "id -u; cat /proc/self/status | grep ^CapEff", false); !strings.Contains(out, "CapEff:\t0000000000000000") {
+			t.Fatalf("as uid %d, behind the wall: %s", os.Getuid(), out)
+		}
+		return
+	}
+	if os.Getuid() != 0 {
+		t.Skip("runs itself as nobody when run as root; this is another user already, which the other tests cover")
+	}
+	if why := kernel.Lacks(sandbox.Namespaces); why != "" {
+		t.Skip(why)
+	}
+	// A copy of the test binary nobody may run, in a directory nobody
+	// may write.
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestWallsForAnotherUser$", "-test.count=1", "-test.v")
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "IRISGATE_TEST_AS_NOBODY=" + home}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestWallsForAnotherUser") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
 
@@ -316,5 +376,56 @@ func TestWallOnThisKernel(t *testing.T) {
 	off, err := sandbox.New(sandbox.Config{Temp: t.TempDir(), Want: sandbox.None})
 	if err != nil || off.Wall() != sandbox.None || !strings.Contains(off.Describe(), "asks") {
 		t.Fatalf("--sandbox off: %v %v", off.Describe(), err)
+	}
+}
+
+// TestGitHooksStayReadOnly: behind the namespaces wall a command cannot
+// plant a hook or a config in the working directory's repositories (its
+// own and a subdirectory's), which git would run outside the sandbox when
+// the owner commits, nor swap .git for another; git's own writes work.
+func TestGitHooksStayReadOnly(t *testing.T) {
+	l := newLayout(t, false)
+	sb := l.sandbox(t, sandbox.Namespaces)
+	for _, repo := range []string{l.work, filepath.Join(l.work, "sub")} {
+		if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+	}
+	for _, repo := range []string{".", "sub"} {
+		out := run(t, sb, l.work, fmt.Sprintf(`cd %s
+echo 'touch pwned' > .git/hooks/pre-commit && echo HOOK-PLANTED
+printf '[core]\n\tfsmonitor = touch pwned\n' >> .git/config && echo CONFIG-CHANGED
+mv .git/hooks .git/h && echo HOOKS-MOVED
+mv .git .git-old && echo GIT-MOVED
+rm -rf .git/hooks .git/config; ls .git/hooks .git/config
+touch .git/objects/ok && echo objects
+git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && echo committed`, repo), false)
+		for _, bad := range []string{"HOOK-PLANTED", "CONFIG-CHANGED", "HOOKS-MOVED", "GIT-MOVED"} {
+			if strings.Contains(out, bad) {
+				t.Fatalf("%s: %s:\n%s", repo, bad, out)
+			}
+		}
+		if !strings.Contains(out, "objects") || !strings.Contains(out, "committed") {
+			t.Fatalf("%s: git's own writes failed:\n%s", repo, out)
+		}
+		if b, _ := os.ReadFile(filepath.Join(l.work, repo, ".git", "config")); strings.Contains(string(b), "fsmonitor") {
+			t.Fatalf("%s: the config was changed", repo)
+		}
+	}
+}
+
+// TestHiddenHomeIsTemp: a gateway whose HOME is its data directory (a
+// service's) gives commands a home in their temp directory instead.
+func TestHiddenHomeIsTemp(t *testing.T) {
+	for _, w := range append(walls, sandbox.None) {
+		t.Run(w.String(), func(t *testing.T) {
+			l := newLayout(t, false)
+			t.Setenv("HOME", l.data)
+			sb := l.sandbox(t, w)
+			out := run(t, sb, l.work, `echo "$HOME"; echo x > ~/.profile-test && echo written`, false)
+			if want := filepath.Join(l.temp, "home") + "\nwritten\n"; out != want {
+				t.Fatalf("HOME: %q, want %q", out, want)
+			}
+		})
 	}
 }

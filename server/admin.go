@@ -16,7 +16,8 @@ func (a *App) openAdmin() error {
 	if err != nil {
 		// The gateway serves without it; the commands say they cannot
 		// reach it.
-		a.cfg.Log.Error("no admin socket: irisgate token, cron, channels and send cannot reach this gateway", "err", err)
+		a.cfg.Log.Error("no admin socket: irisgate cron, channels and send cannot reach this gateway; irisgate token acts on the database, "+
+			"which the gateway watches (a revoked token's connections close within a second)", "err", err)
 		return nil
 	}
 	a.admin = admin.NewServer(admin.Backend{
@@ -24,7 +25,7 @@ func (a *App) openAdmin() error {
 		Revoke: a.Srv.Revoke,
 		Send:   http.HandlerFunc(a.Srv.handleSend),
 		WS:     http.HandlerFunc(a.Srv.handleWS),
-		Info:   admin.Info{DataDir: a.cfg.DataDir, PID: os.Getpid(), Version: a.cfg.Version},
+		Info:   admin.Info{DataDir: a.cfg.DataDir, PID: os.Getpid(), Version: a.cfg.Version, Listen: a.cfg.Listen, PublicURL: a.cfg.PublicURL},
 		Log:    a.cfg.Log,
 	})
 	a.wg.Add(1)

@@ -49,14 +49,20 @@ type AppConfig struct {
 	// AuthLimits bound token guessing (gateway.AuthLimits' defaults when
 	// zero).
 	AuthLimits gateway.AuthLimits
-	// Version is what the admin socket reports (irisgate version).
-	Version string
+	// Version is what the admin socket reports (irisgate version), with
+	// Listen (the address served on) and PublicURL, for irisgate pair.
+	Version           string
+	Listen, PublicURL string
 	// ModelHTTPClient is the model backend's HTTP client (the one in its
 	// agent.ModelConfig), which auto-thread titles use too; nil: the
 	// OpenAI client's default. AutoTitleHermes lets the first model
 	// provider name a Hermes lane's threads (gateway.Config).
 	ModelHTTPClient *http.Client
 	AutoTitleHermes bool
+	// Bounds bound the turns across lanes, the channel directory, a
+	// token's connections and the device rows (gateway.Bounds' defaults
+	// when zero).
+	Bounds gateway.Bounds
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -174,7 +180,7 @@ func Open(cfg AppConfig) (*App, error) {
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
 		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
 		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
-		Media: a.Media, ModelHTTPClient: cfg.ModelHTTPClient, AutoTitleHermes: cfg.AutoTitleHermes,
+		Media: a.Media, ModelHTTPClient: cfg.ModelHTTPClient, AutoTitleHermes: cfg.AutoTitleHermes, Bounds: cfg.Bounds,
 	})
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})

@@ -320,93 +320,175 @@ func dialFrom(t *testing.T, g *testgw.GW, local string) *raw {
 	return &raw{t: t, ws: ws}
 }
 
-// Connections that never say hello are bounded, per address and in all:
-// past a bound the oldest waiting one is closed (after error{rate_limited},
-// at once: no close handshake a flood could stall), so a device that says
-// hello at once still gets in while the flood goes on.
+// Connections that never say hello are bounded, per address and in all.
+// Past its address's bound a newcomer is turned away (error{rate_limited},
+// then the close, at once: no handshake a flood could stall) while the
+// connections of that address are within their grace; past the bound in
+// all, the address with the most waiting makes room, never one at or
+// below its fair share. A device that says hello gets in throughout.
 func TestConnectionsBeforeHelloAreBounded(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
-	// Per address: 8 wait from 127.0.0.2, the next 4 push out the 4 oldest.
-	var flood []*raw
-	for range 12 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.2"))
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 8, time.Minute
+	})
+	// Per address: 8 wait from 127.0.0.2; 4 more are turned away.
+	var two []*raw
+	for range 8 {
+		two = append(two, dialFrom(t, g, "127.0.0.2"))
 	}
-	for i, r := range flood {
-		if i >= 4 {
-			break
+	for range 4 {
+		if got, _ := dialFrom(t, g, "127.0.0.2").untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+			t.Fatalf("a ninth connection from .2: %s; want rate_limited, then the close", typesOf(got))
 		}
+	}
+	// In all: 4 from .3 fill the bound. Each of 4 from .4 pushes out the
+	// oldest of .2, which holds the most (8, 7, 6, 5 against a fair share
+	// of 4); .3's are never touched.
+	var three, four []*raw
+	for range 4 {
+		three = append(three, dialFrom(t, g, "127.0.0.3"))
+	}
+	for range 4 {
+		four = append(four, dialFrom(t, g, "127.0.0.4"))
+	}
+	for i, r := range two[:4] {
 		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
-			t.Fatalf("squatter %d: %s; want rate_limited, then the close", i, typesOf(got))
+			t.Fatalf("squatter %d from .2: %s; want rate_limited, then the close", i, typesOf(got))
 		}
 	}
-	// A device that says hello gets in, flood or not.
+	// A device that says hello gets in: the bound is full, and again the
+	// heaviest address makes room.
 	d := g.Dial(t, "phone")
 	d.MustDo("ping", client.Lane{}, nil)
-	// In all: 8 wait from .2; 4 from .3 fill the bound, 4 more from .4
-	// push out the oldest of all, from .2.
-	for range 4 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.3"))
-	}
-	for range 4 {
-		flood = append(flood, dialFrom(t, g, "127.0.0.4"))
-	}
-	for i, r := range flood[4:8] {
-		if got, _ := r.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
-			t.Fatalf("squatter %d from .2: %s; want rate_limited, then the close", i+4, typesOf(got))
+	// The rest still wait (until their hello timeout): a hello from any
+	// of them is answered.
+	for i, r := range append(append(two[5:], three...), four...) {
+		r.writeJSON(helloFrame(testgw.Token, fmt.Sprint("late-", i)))
+		if f, err := r.read(); err != nil || f.Type != "hello.ack" {
+			t.Fatalf("waiting connection %d: %v %s", i, err, f.Raw)
 		}
 	}
-	// The rest still wait (until their hello timeout): a hello from them
-	// is answered.
-	last := flood[len(flood)-1]
-	last.writeJSON(helloFrame(testgw.Token, "late"))
-	if f, err := last.read(); err != nil || f.Type != "hello.ack" {
-		t.Fatalf("a waiting connection's hello: %v %s", err, f.Raw)
+}
+
+// Past its address's bound, a newcomer pushes out the oldest connection
+// of its address once that has had its grace.
+func TestConnectionsBeforeHelloGraceEnds(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 2, grace
+	})
+	old := dialFrom(t, g, "127.0.0.2")
+	mid := dialFrom(t, g, "127.0.0.2")
+	// A time to pass, not an event: the grace is the rule under test.
+	time.Sleep(grace)
+	dialFrom(t, g, "127.0.0.2")
+	if got, _ := old.untilClose(); len(got) != 1 || testgw.Str(t, got[0], "code") != "rate_limited" {
+		t.Fatalf("the oldest: %s; want rate_limited, then the close", typesOf(got))
+	}
+	mid.writeJSON(helloFrame(testgw.Token, "mid"))
+	if f, err := mid.read(); err != nil || f.Type != "hello.ack" {
+		t.Fatalf("the second: %v %s", err, f.Raw)
 	}
 }
 
 // TCP connections that send no HTTP request are held to the same bounds,
-// before any WebSocket: past one the oldest is closed.
+// before any WebSocket; a trusted proxy's only to the bound in all.
 func TestConnectionsBeforeTheirRequestAreBounded(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr = 12, 8 })
-	var flood []net.Conn
-	for range 12 {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+	g := testgw.Start(t, func(c *server.AppConfig) {
+		c.Server.MaxWaiting, c.Server.MaxWaitingPerAddr, c.Server.HelloGrace = 12, 8, time.Minute
+		c.Server.TrustedProxies = mustPrefixes(t, "127.0.0.6")
+	})
+	dial := func(from string) net.Conn {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 		c, err := d.Dial("tcp", g.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		flood = append(flood, c)
+		return c
 	}
-	for i, c := range flood[:4] {
+	isClosed := func(c net.Conn) bool {
 		c.SetReadDeadline(time.Now().Add(testgw.Wait))
-		if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("squatter %d still open (read %d, %v)", i, n, err)
+		n, err := c.Read(make([]byte, 1))
+		return n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	// The server counts a connection when it accepts it and forgets it
+	// when its read ends or a request starts, after the client's side
+	// has moved on: wait for the room to hold n before the next step.
+	room := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(testgw.Wait)
+		for g.App.Srv.WaitingBeforeRequest() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections wait, want %d", g.App.Srv.WaitingBeforeRequest(), n)
+			}
+			time.Sleep(time.Millisecond) // polled: the server has no event to wait on
 		}
 	}
-	// The newer ones are served.
-	last := flood[len(flood)-1]
-	fmt.Fprintf(last, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	last.SetReadDeadline(time.Now().Add(testgw.Wait))
-	if resp, err := http.ReadResponse(bufio.NewReader(last), nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("a waiting connection's request: %v", err)
+	served := func(c net.Conn) bool {
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testgw.Wait))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && resp.StatusCode == 200
+	}
+	var five []net.Conn
+	for range 8 {
+		five = append(five, dial("127.0.0.5"))
+	}
+	room(8)
+	// The ninth from .5 is turned away; the first eight wait on.
+	if c := dial("127.0.0.5"); !isClosed(c) {
+		t.Fatal("a ninth connection from .5 is served")
+	}
+	for _, c := range five[2:] {
+		c.Close()
+	}
+	room(2)
+	if !served(five[1]) {
+		t.Fatal("a waiting connection's request was not served")
+	}
+	room(2) // five[1] idles, waiting again
+	// A trusted proxy is not held to one address's bound: 10 wait from
+	// it. Its 11th finds the room full, and .5, below its fair share,
+	// keeps its two.
+	var proxy []net.Conn
+	for range 10 {
+		proxy = append(proxy, dial("127.0.0.6"))
+	}
+	room(12)
+	if !isClosed(dial("127.0.0.6")) {
+		t.Fatal("the proxy's 11th connection is served in a full room")
+	}
+	for i, c := range append(five[:2], proxy...) {
+		if !served(c) {
+			t.Fatalf("waiting connection %d was not served", i)
+		}
+		c.Close()
 	}
 	d := g.Dial(t, "phone")
 	d.MustDo("ping", client.Lane{}, nil)
 }
 
-// Large frames being read are bounded in all: past 16 KiB a frame needs a
-// grant of its dialect's frame limit from the server's budget, so phones
-// that each start a 16 MiB frame and never finish it hold the budget, not
-// 16 MiB each; the others wait (unread: TCP pushes back on them), small
-// frames pass freely, and a grant handed back goes to the next in line.
+// Large frames being read are bounded in all, and drawn on the budget in
+// steps as their bytes arrive: phones of one token that each start a
+// 16 MiB frame and stop at 8 MiB hold their token's share of the budget
+// (one frame's worth), plus what the oldest frame (the head, which may
+// always grow) drew past it, not 8 MiB each; the
+// others of that token wait (unread: TCP pushes back on them), and a
+// device of another token still gets its large message in at once.
+// (Before, each phone's frame took a grant of the whole 16 MiB limit, all
+// or nothing: two phones held the budget, and every other large frame of
+// every device waited behind them until they finished or 2 minutes
+// passed.) Gone, the phones give everything back.
 func TestLargeFramesBoundedInAll(t *testing.T) {
-	const budget = 2 * mobile.MaxFrameBytes
+	// The share is a frame's limit; beside it, the head's reserve (a
+	// frame's limit, less what the head holds) stays free, and another
+	// token draws on the rest: a budget of two frames would leave it
+	// only what the head holds.
+	const budget = 3 * mobile.MaxFrameBytes
 	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MaxBuffered = budget })
-	healthy := connectPhone(t, g, "tel-healthy")
-	chunk := bytes.Repeat([]byte("a"), 1<<20)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
 	var phones []*phone
 	for i := range 6 {
 		p := connectPhone(t, g, fmt.Sprint("tel-", i))
@@ -417,29 +499,79 @@ func TestLargeFramesBoundedInAll(t *testing.T) {
 		}
 		go func() {
 			w.Write([]byte(`{"t":"text","id":"x","text":"`))
-			for range 15 { // 15 MiB of a frame, never finished
+			for range 8 { // 8 MiB of a frame, never finished
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
 			}
 		}()
+		if i == 0 {
+			// The head draws its 8 MiB before the others start: while it
+			// holds less, another phone's whole 8 MiB fits in the share
+			// beside it (a slow head, under load, made that one not wait).
+			waitMetricAbove(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 8<<20-1)
+		}
 	}
-	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 4)
-	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used != budget {
-		t.Fatalf("%v bytes granted, want the budget, %v", used, budget)
+	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 5)
+	// The phones stop at 8 MiB (and a buffer grows past what it read by
+	// at most a step): the head drew at most that past the share.
+	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used > mobile.MaxFrameBytes+8<<20+1<<20 {
+		t.Fatalf("%v bytes drawn by one token's stalled phones, want at most a frame's limit and the head's 8 MiB", used)
 	}
-	healthy.send(map[string]any{"t": "ping", "ts": 1})
-	if f := healthy.expect("pong", nil); f.T() != "pong" {
-		t.Fatalf("ping answered with %v", f)
+	// A laptop of another token sends a large message: it is not held up.
+	other, _, err := gateway.CreateToken(context.Background(), g.App.Store, "laptop", "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The phones gone, each grant goes to the next in line, which finds
-	// its connection closed and gives it back.
+	laptop, err := g.DialErr(t, "laptop", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("b", 60<<10) // past frameFree: it draws on the budget
+	laptop.MustDo("message.send", def, map[string]any{"text": big})
 	cancel()
 	for _, p := range phones {
 		p.ws.CloseNow()
 	}
 	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 0)
 	waitMetric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 0)
+}
+
+// A large frame must keep arriving: past its grace it must come at
+// 32 KiB/s on average, or its connection is closed. A phone that sends
+// 40 KiB of a frame and then a byte now and then holds its draw only that
+// long (before, 2 minutes). A frame that arrives at a good pace, however
+// large, is read whole.
+func TestLargeFramesMustKeepArriving(t *testing.T) {
+	g := mobileGW(t, func(c *server.AppConfig) { c.Server.FrameGrace = 300 * time.Millisecond })
+	slow := connectPhone(t, g, "tel-slow")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := slow.ws.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(`{"t":"text","id":"x","text":"` + strings.Repeat("a", 40<<10)))
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond) // the trickler's pace
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := w.Write([]byte("a")); err != nil {
+				return
+			}
+		}
+	}()
+	slow.closed() // within testgw.Wait
+	waitMetric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 0)
+	// 2 MiB at once is read whole (and refused for its length, which only
+	// a frame read whole can be).
+	fast := connectPhone(t, g, "tel-fast")
+	fast.wantError(text("m1", strings.Repeat("c", 2<<20)), "too_big")
 }
 
 // waitMetric waits until a series of the gateway's /metrics has value v.

@@ -93,7 +93,17 @@ func TestUnknownTypesIgnored(t *testing.T) {
 		t.Fatalf("ping answered with %s", pong.Raw)
 	}
 	got := until(t, a, reply(pong.ID))
-	none(t, "phone", got[:len(got)-1], func(f client.Frame) bool { return f.Type != "status" })
+	// The one with an id is answered (every request with an id is), the
+	// others are not.
+	var answered []client.Frame
+	for _, f := range got[:len(got)-1] {
+		if f.Type != "status" {
+			answered = append(answered, f)
+		}
+	}
+	if len(answered) != 1 || answered[0].ID != 40 || answered[0].Type != "error" || testgw.Str(t, answered[0], "code") != "unsupported" {
+		t.Fatalf("answers to the unknown types: %s, want error{unsupported} with id 40 alone", typesOf(answered))
+	}
 }
 
 func TestVersionMismatchAfterHello(t *testing.T) {

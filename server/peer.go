@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/irisgate/irisgate/core"
 )
@@ -74,6 +75,7 @@ func (s *Server) fromProxy(r *http.Request) bool {
 func (s *Server) clientAddr(r *http.Request) string {
 	peer := remoteHost(r.RemoteAddr)
 	if !s.fromProxy(r) {
+		s.warnUntrustedProxy(r)
 		return peer
 	}
 	var chain []string
@@ -181,3 +183,31 @@ func (s *Server) sameOriginWrites(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// warnUntrustedProxy tells the operator, now and then, that a reverse
+// proxy on this machine forwards clients without being trusted: every
+// client then has the proxy's address and they all share its bounds.
+func (s *Server) warnUntrustedProxy(r *http.Request) {
+	a, ok := parseAddr(r.RemoteAddr)
+	if !ok || !a.IsLoopback() {
+		return
+	}
+	if r.Header.Get("X-Forwarded-For") == "" && r.Header.Get("Forwarded") == "" && r.Header.Get("X-Real-Ip") == "" {
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	warn := now.Sub(s.pre.warnedProxy) > untrustedProxyWarnEvery
+	if warn {
+		s.pre.warnedProxy = now
+	}
+	s.mu.Unlock()
+	if warn {
+		s.log.Warn("a reverse proxy on this machine names its clients, but is not in --trusted-proxies: every client has its address, "+
+			"and all of them share one address's bounds on connections and failed logins. Add --trusted-proxies "+a.String(),
+			"peer", a.String())
+	}
+}
+
+// untrustedProxyWarnEvery spaces the warnings of warnUntrustedProxy.
+const untrustedProxyWarnEvery = 10 * time.Minute

@@ -7,26 +7,30 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/gateway"
 )
 
 // Connections that have not said hello yet are anyone's: they are bounded,
-// in all (Config.MaxWaiting) and from one address (MaxWaitingPerAddr).
-// A new connection over a bound does not wait for room, nor is it refused:
-// the oldest waiting connection (of its address, or of all) is closed
-// instead (after error{rate_limited}, with no close handshake). A device says hello as soon as its
-// socket opens, so a legitimate connection gets in unless the bound fills
-// anew before its hello arrives; one that has waited longest is the most
-// likely to be a squatter. Past half the bound, new connections also get
-// a shorter time to say hello (pressureHello).
+// in all (Config.MaxWaiting) and per client address (MaxWaitingPerAddr,
+// counted by gateway.AddrKey: an IPv6 /64 is one address). Past a bound,
+// a connection is closed (after error{rate_limited}, with no close
+// handshake) to make room: which one, the waiting room decides (room), so
+// that neither a flood sharing the owner's address nor one from many
+// addresses keeps the owner's hello from arriving. Past half the bound,
+// new connections also get a shorter time to say hello (pressureHello).
 
 // pressureHello is the hello timeout of a connection made while more than
 // half the bound waits.
 const pressureHello = 3 * time.Second
 
-// preHello counts the waiting connections; guarded by Server.mu.
+// preHello counts the waiting connections; guarded by Server.mu (valid
+// has its own lock: ConnState reads it too).
 type preHello struct {
-	seq    uint64
-	byAddr map[string]int
+	room  room[*helloWait]
+	valid helloMemory
+	// warnedProxy is when an untrusted proxy was last warned of.
+	warnedProxy time.Time
 }
 
 // helloWait bounds the wait for a connection's first frame. The read
@@ -38,37 +42,50 @@ type helloWait struct {
 	t        *time.Timer   // nil until startHello
 	done     chan struct{} // closed when the timer's close has run
 	timeout  time.Duration
-	addr     string
-	seq      uint64 // order of arrival
-	counted  bool   // in Server.waiting's counts
+	counted  bool // in Server.waiting's counts
 	shutdown bool
-	evicted  bool
+	evicted  bool // closed to make room, or turned away
+}
+
+// limits are the waiting room's bounds for a newcomer.
+func (s *Server) roomLimits(perAddr int) roomLimits {
+	now := time.Now()
+	return roomLimits{total: s.cfg.MaxWaiting, perAddr: perAddr, grace: s.cfg.HelloGrace,
+		spared: func(k string) bool { return s.pre.valid.recent(k, now) }}
 }
 
 // waitHello counts a new connection from addr as waiting for its hello,
-// making room under the bounds first. startHello then starts its clock.
+// making room under the bounds first; a newcomer the room turns away is
+// returned evicted, and startHello closes it at once. startHello then
+// starts its clock.
 func (s *Server) waitHello(addr string) *helloWait {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pre.byAddr == nil {
-		s.pre.byAddr = map[string]int{}
+	now := time.Now()
+	key := gateway.AddrKey(addr)
+	w := &helloWait{done: make(chan struct{}), timeout: s.cfg.HelloTimeout}
+	w.shutdown = s.down // Shutdown has been through the waiting sockets already
+	victim, evict, refuse := s.pre.room.admit(key, now, s.roomLimits(s.cfg.MaxWaitingPerAddr))
+	switch {
+	case refuse:
+		s.m.Limited.WithLabelValues("prehello").Inc()
+		w.evicted = true
+		return w
+	case evict:
+		s.evictLocked(victim)
 	}
-	s.pre.seq++
-	w := &helloWait{done: make(chan struct{}), addr: addr, seq: s.pre.seq, timeout: s.cfg.HelloTimeout}
-	if s.pre.byAddr[addr] >= s.cfg.MaxWaitingPerAddr {
-		s.evictLocked(addr)
-	} else if len(s.waiting) >= s.cfg.MaxWaiting {
-		s.evictLocked("")
-	}
-	if len(s.waiting) >= s.cfg.MaxWaiting/2 {
+	if s.pre.room.len() >= s.cfg.MaxWaiting/2 {
 		w.timeout = min(w.timeout, pressureHello)
 	}
 	s.waiting[w] = struct{}{}
-	s.pre.byAddr[addr]++
+	s.pre.room.add(w, key, now, false)
 	w.counted = true
-	w.shutdown = s.down // Shutdown has been through the waiting sockets already
 	return w
 }
+
+// sawHello remembers that addr said a valid hello: its connections are
+// spared in the waiting room for a while.
+func (s *Server) sawHello(addr string) { s.pre.valid.saw(gateway.AddrKey(addr), time.Now()) }
 
 // startHello starts w's clock for the socket c.
 func (s *Server) startHello(c *websocket.Conn, w *helloWait) {
@@ -97,18 +114,9 @@ func (s *Server) startHello(c *websocket.Conn, w *helloWait) {
 	}
 }
 
-// evictLocked ends the wait of the oldest connection from addr ("": from
-// anywhere) and stops counting it. s.mu is held.
-func (s *Server) evictLocked(addr string) {
-	var ow *helloWait
-	for w := range s.waiting {
-		if (addr == "" || w.addr == addr) && (ow == nil || w.seq < ow.seq) {
-			ow = w
-		}
-	}
-	if ow == nil {
-		return
-	}
+// evictLocked ends the wait of ow, closed to make room, and stops
+// counting it. s.mu is held.
+func (s *Server) evictLocked(ow *helloWait) {
 	s.forgetLocked(ow)
 	s.m.Limited.WithLabelValues("prehello").Inc()
 	ow.evicted = true
@@ -122,9 +130,7 @@ func (s *Server) forgetLocked(w *helloWait) {
 	}
 	w.counted = false
 	delete(s.waiting, w)
-	if s.pre.byAddr[w.addr]--; s.pre.byAddr[w.addr] <= 0 {
-		delete(s.pre.byAddr, w.addr)
-	}
+	s.pre.room.remove(w)
 }
 
 // cutLocked ends the wait now (a shutdown, an eviction): the timer's
@@ -165,16 +171,19 @@ var evictedFrame = []byte(`{"v":1,"type":"error","payload":{"code":"rate_limited
 // Before the WebSocket upgrade, a TCP connection is net/http's: one that
 // sends no request (or idles between requests) costs a goroutine and its
 // buffers until ReadHeaderTimeout or IdleTimeout. ConnState holds such
-// connections to the same bounds, closing the oldest past one.
+// connections to the same bounds and the same waiting room. A trusted
+// proxy's connections carry many clients: only the bound in all applies
+// to them (the WebSocket's bounds count each client the proxy names).
 type httpWaiting struct {
-	seq    uint64
-	conns  map[net.Conn]httpWait
-	byAddr map[string]int
+	room room[net.Conn]
 }
 
-type httpWait struct {
-	addr string
-	seq  uint64
+// WaitingBeforeRequest is how many connections net/http holds that have
+// sent no request yet (or idle between requests): the room ConnState keeps.
+func (s *Server) WaitingBeforeRequest() int {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return s.http.room.len()
 }
 
 // ConnState is the http.Server's ConnState hook.
@@ -182,46 +191,29 @@ func (s *Server) ConnState(c net.Conn, st http.ConnState) {
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	h := &s.http
-	if h.conns == nil {
-		h.conns, h.byAddr = map[net.Conn]httpWait{}, map[string]int{}
-	}
-	h.forget(c)
+	h.room.remove(c)
 	if st != http.StateNew && st != http.StateIdle {
 		return // serving a request (or hijacked: the WebSocket bounds take over), or gone
 	}
-	addr := remoteHost(c.RemoteAddr().String())
-	if h.byAddr[addr] >= s.cfg.MaxWaitingPerAddr {
-		s.closeOldestHTTP(addr)
-	} else if len(h.conns) >= s.cfg.MaxWaiting {
-		s.closeOldestHTTP("")
+	peer := c.RemoteAddr().String()
+	perAddr := s.cfg.MaxWaitingPerAddr
+	a, ok := parseAddr(peer)
+	proxy := ok && s.trusted(a)
+	if proxy {
+		perAddr = 0
 	}
-	h.seq++
-	h.conns[c] = httpWait{addr: addr, seq: h.seq}
-	h.byAddr[addr]++
-}
-
-func (h *httpWaiting) forget(c net.Conn) {
-	if w, ok := h.conns[c]; ok {
-		delete(h.conns, c)
-		if h.byAddr[w.addr]--; h.byAddr[w.addr] <= 0 {
-			delete(h.byAddr, w.addr)
-		}
-	}
-}
-
-// closeOldestHTTP closes the connection from addr ("": from anywhere)
-// that has waited longest, and stops counting it at once.
-func (s *Server) closeOldestHTTP(addr string) {
-	var oldest net.Conn
-	var ow httpWait
-	for c, w := range s.http.conns {
-		if (addr == "" || w.addr == addr) && (oldest == nil || w.seq < ow.seq) {
-			oldest, ow = c, w
-		}
-	}
-	if oldest != nil {
-		s.http.forget(oldest)
+	key := gateway.AddrKey(remoteHost(peer))
+	now := time.Now()
+	victim, evict, refuse := h.room.admit(key, now, s.roomLimits(perAddr))
+	switch {
+	case refuse:
 		s.m.Limited.WithLabelValues("prehttp").Inc()
-		oldest.Close()
+		c.Close()
+		return
+	case evict:
+		h.room.remove(victim)
+		s.m.Limited.WithLabelValues("prehttp").Inc()
+		victim.Close()
 	}
+	h.room.add(c, key, now, proxy)
 }

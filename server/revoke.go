@@ -121,6 +121,8 @@ func (t *tokenConns) stored() []string {
 func (s *Server) watchTokens(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// Tokens deleted while no gateway ran leave push registrations.
+	s.dropPush(ctx, "")
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,6 +145,7 @@ func (s *Server) watchTokens(ctx context.Context, every time.Duration) {
 			if !have[id] {
 				n := s.Revoke(id)
 				s.log.Info("a token was removed from the database: its connections are closed", "token_id", id, "closed_connections", n)
+				s.dropPush(ctx, id)
 			}
 		}
 	}
@@ -153,3 +156,19 @@ func (s *Server) watchTokens(ctx context.Context, every time.Duration) {
 // and returns how many it ended. Hellos checked before the revocation and
 // not yet registered are ended as they register.
 func (s *Server) Revoke(tokenID string) int { return s.tokens.revoke(tokenID) }
+
+// dropPush ends the push registrations of the devices of a token removed
+// from the database (tokenID "": of every removed token), which a
+// revocation through the store does itself.
+func (s *Server) dropPush(ctx context.Context, tokenID string) {
+	n, err := s.gw.Store().DropPushOfRevoked(ctx, tokenID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("dropping the push registrations of a removed token", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		s.log.Info("push registrations of devices whose token was removed are dropped", "token_id", tokenID, "devices", n)
+	}
+}

@@ -43,9 +43,21 @@ type Config struct {
 	// MaxWaiting and MaxWaitingPerAddr bound the connections that have
 	// not said hello yet, in all and from one address (see preHello).
 	MaxWaiting, MaxWaitingPerAddr int
+	// HelloGrace is how long a waiting connection is safe from being
+	// pushed out by newer ones of its own address (see room): a device's
+	// round trip between the upgrade and its hello (500 ms).
+	HelloGrace time.Duration
+	// BodyTimeout is how long an HTTP request body has for its first
+	// bytes (30 s), and MaxRequestsPerAddr how many requests of one
+	// client address are served at once (32): see httpBounds.
+	BodyTimeout        time.Duration
+	MaxRequestsPerAddr int
 	// MaxBuffered bounds the bytes of the large frames being read and
-	// handled at once, over all connections (see budget).
+	// handled at once, over all connections, and FrameGrace is how long
+	// a large frame may take before it must arrive at 32 KiB/s (10 s):
+	// see budget.
 	MaxBuffered int64
+	FrameGrace  time.Duration
 
 	// Hermes Mobile.
 	MobileMaxFrame int64 // largest frame of a Hermes Mobile connection (16 MiB)
@@ -79,11 +91,23 @@ func (c *Config) defaults() {
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = 1024
 	}
+	if c.FrameGrace == 0 {
+		c.FrameGrace = 10 * time.Second
+	}
 	if c.MaxBuffered < max(c.MaxFrame, c.MobileMaxFrame) {
 		c.MaxBuffered = max(64<<20, c.MaxFrame, c.MobileMaxFrame)
 	}
 	if c.MaxWaitingPerAddr == 0 {
-		c.MaxWaitingPerAddr = 64
+		c.MaxWaitingPerAddr = c.MaxWaiting / 4
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.MaxRequestsPerAddr == 0 {
+		c.MaxRequestsPerAddr = 32
+	}
+	if c.HelloGrace == 0 {
+		c.HelloGrace = 500 * time.Millisecond
 	}
 }
 
@@ -117,6 +141,7 @@ type Server struct {
 
 	hmu         sync.Mutex
 	http        httpWaiting // connections before their upgrade (ConnState)
+	active      active      // requests being served (httpBounds)
 	budget      *budget     // bytes of the large frames being read (readFrame)
 	helloBudget *budget     // the same, of hellos
 }
@@ -129,8 +154,9 @@ func New(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger, 
 	mob := mobile.New(mobile.Config{
 		GW: gw, Auth: auth, Log: log, Settings: cfg.Mobile,
 	})
-	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered), helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4)),
-		socks: make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
+	s := &Server{cfg: cfg, gw: gw, auth: auth, log: log, reg: reg, m: m, mob: mob, base: base, cancel: cancel, budget: newBudget(cfg.MaxBuffered, max(cfg.MaxFrame, cfg.MobileMaxFrame), cfg.FrameGrace),
+		helloBudget: newBudget(max(helloLimit, cfg.MaxBuffered/4), helloLimit, cfg.FrameGrace),
+		socks:       make(map[*websocket.Conn]*prober), waiting: make(map[*helloWait]struct{}),
 		dialects: [2]dialect{
 			{name: "mobile", limit: cfg.MobileMaxFrame, tooBig: mobile.TooBigFrame(cfg.MobileMaxFrame),
 				tooBigErr: &closeErr{websocket.StatusPolicyViolation, mobile.CodeTooBig}},
@@ -151,7 +177,7 @@ func (s *Server) Handler() http.Handler {
 	if s.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	}
-	return s.sameOriginWrites(mux)
+	return s.httpBounds(s.sameOriginWrites(mux))
 }
 
 // Run pings every connection periodically until ctx ends.
@@ -379,7 +405,7 @@ type peer struct {
 // wait w (waitHello).
 func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (session, dialect, bool) {
 	s.startHello(c, w)
-	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, pr.stall)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, gateway.AddrKey(p.addr), pr.stall)
 	defer release()
 	if !s.helloCame(w) {
 		return nil, dialect{}, false
@@ -394,7 +420,11 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p peer, w *helloWait) (ses
 		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
 		return nil, dialect{}, false
 	}
-	return s.open(s.base, c, p, first)
+	sess, d, ok := s.open(s.base, c, p, first)
+	if ok {
+		s.sawHello(p.addr)
+	}
+	return sess, d, ok
 }
 
 // serve is a connection's read loop after its hello; writers are started
@@ -404,6 +434,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn := sess.Conn()
 	if d.proofs {
 		pr.attach(conn)
+		conn.TrackProofs()
 	}
 	s.mu.Lock()
 	if s.down {
@@ -424,7 +455,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess ses
 	conn.Drive(w.drain)
 
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, pr.stall)
+		typ, data, release, err := readFrame(ctx, c, d.limit, s.budget, conn.Token, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
 				conn.Send(hub.Out{Data: d.tooBig})

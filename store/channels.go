@@ -48,6 +48,13 @@ func (t *sqliteTx) Channel(chatID string) (core.Channel, error) {
 	return getChannel(t.queryRow(`SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
 }
 
+// ChannelCount counts the channels and threads.
+func (t *sqliteTx) ChannelCount() (int, error) {
+	var n int
+	err := t.queryRow(`SELECT COUNT(*) FROM channels`).Scan(&n)
+	return n, err
+}
+
 func getChannel(row *sql.Row) (core.Channel, error) {
 	c, err := scanChannel(row)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -52,3 +52,14 @@ func (h *sqliteHarness) Residue(ctx context.Context, messageID string) (map[stri
 	}
 	return out, nil
 }
+
+// CorruptEvent overwrites the frame's body with bytes that are no record.
+func (h *sqliteHarness) CorruptEvent(ctx context.Context, cursor int64) error {
+	db, err := sql.Open("sqlite", "file:"+h.path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `UPDATE outbox SET body = ? WHERE cursor = ?`, []byte(`{"v":1,"type":`), cursor)
+	return err
+}

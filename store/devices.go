@@ -16,14 +16,34 @@ type Device struct {
 	NtfyTopic        string
 	WebPush          *record.WebPush // nil: none
 	LastPushedCursor int64
+	// TokenID is the token the device last said hello with (a stored
+	// token's id, or the gateway's name for a configured one): revoking
+	// it ends the device's push registration. Empty for devices last
+	// seen before irisgate kept it.
+	TokenID string
+	// Revoked says that TokenID was a stored token that is gone (read by
+	// Device only).
+	Revoked bool
 }
+
+// devicesTokenSchema remembers each device's token.
+const devicesTokenSchema = `
+ALTER TABLE devices ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX devices_token ON devices (token_id) WHERE token_id != '';
+`
+
+// tokenAlive is the condition, on a devices row, that its token has not
+// been revoked: stored tokens (tok_…) must still be in the tokens table;
+// configured ones (env, bindings, delivery tokens) cannot be revoked.
+const tokenAlive = `(token_id NOT LIKE 'tok\_%' ESCAPE '\' OR token_id IN (SELECT id FROM tokens))`
 
 // Device loads a device; a device never seen has zero fields but its ID.
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
 	var webPush []byte
-	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor FROM devices WHERE device_id = ?`, id).
-		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor)
+	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, token_id, NOT `+tokenAlive+`
+		FROM devices WHERE device_id = ?`, id).
+		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.TokenID, &d.Revoked)
 	if err == sql.ErrNoRows {
 		return d, nil
 	}
@@ -69,13 +89,79 @@ func decodeWebPush(deviceID string, b []byte) (*record.WebPush, error) {
 	return &w, nil
 }
 
-// SeeDevice records a device's name (and push registration, when given) at hello.
+// SeeDevice records a device's name and token (and push registration,
+// when given) at hello.
 func (s *Store) SeeDevice(ctx context.Context, d Device) error {
-	_, err := s.exec(ctx, `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?,?)
+	_, err := s.exec(ctx, `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, token_id, last_seen) VALUES (?,?,?,?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
 		fcm_token = CASE WHEN excluded.fcm_token != '' THEN excluded.fcm_token ELSE fcm_token END,
 		ntfy_topic = CASE WHEN excluded.ntfy_topic != '' THEN excluded.ntfy_topic ELSE ntfy_topic END,
-		last_seen = excluded.last_seen`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, now())
+		token_id = CASE WHEN excluded.token_id != '' THEN excluded.token_id ELSE token_id END,
+		last_seen = excluded.last_seen`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
+	return err
+}
+
+// DropPushOfRevoked ends the push registrations of the devices whose
+// stored token is gone (tokenID: of that token only; "": of any), with
+// the pushes queued for them, and returns how many devices had one. A
+// revoked token's phone, stolen say, is woken no more.
+func (s *Store) DropPushOfRevoked(ctx context.Context, tokenID string) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sqliteTx) error {
+		var err error
+		n, err = dropPushOf(tx, tokenID)
+		return err
+	})
+	return int(n), err
+}
+
+func dropPushOf(tx *sqliteTx, tokenID string) (int64, error) {
+	which := `token_id = ? AND NOT ` + tokenAlive
+	args := []any{tokenID}
+	if tokenID == "" {
+		which, args = `token_id != '' AND NOT `+tokenAlive, nil
+	}
+	if _, err := tx.exec(`DELETE FROM push_queue WHERE device_id IN (SELECT device_id FROM devices WHERE `+which+`)`, args...); err != nil {
+		return 0, err
+	}
+	res, err := tx.exec(`UPDATE devices SET fcm_token = '', ntfy_topic = '', webpush = ''
+		WHERE `+which+` AND (fcm_token != '' OR ntfy_topic != '' OR webpush != '')`, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// StaleDevices lists up to limit devices without a push registration
+// that are past the bounds: the rows beyond the keep most recently seen,
+// and any last seen before before (Unix ms).
+func (s *Store) StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
+		AND (last_seen < ? OR device_id NOT IN (SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
+			ORDER BY last_seen DESC LIMIT ?)) LIMIT ?`, before, keep, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// DeleteDevices forgets devices (what they proved, their last pushed
+// cursor); a device that comes back starts afresh.
+func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	in, args := inList(ids)
+	_, err := s.exec(ctx, `DELETE FROM devices WHERE device_id IN `+in, args...)
 	return err
 }
 

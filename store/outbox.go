@@ -134,6 +134,21 @@ func (s *Store) ScanEvents(ctx context.Context, after, upto int64, fn func(*core
 	})
 }
 
+// ScanEventsSkipping is ScanEvents for a replay that must go on past a
+// row that does not decode: such a row is handed to bad (with the error
+// naming it) instead of stopping the scan.
+func (s *Store) ScanEventsSkipping(ctx context.Context, after, upto int64, fn func(*core.Event) error, bad func(cursor int64, err *CorruptError)) error {
+	return s.ScanOutbox(ctx, after, upto, func(r OutboxRow) error {
+		ev, err := record.DecodeEvent(r.Body)
+		if err != nil {
+			bad(r.Cursor, &CorruptError{Table: "outbox", Key: strconv.FormatInt(r.Cursor, 10), Err: err})
+			return nil
+		}
+		ev.Cursor = r.Cursor
+		return fn(ev)
+	})
+}
+
 // OutboxCursors returns up to limit cursors of frames with after < cursor
 // <= upto, in order: which frames still exist, without their bodies.
 func (s *Store) OutboxCursors(ctx context.Context, after, upto int64, limit int) ([]int64, error) {

@@ -162,13 +162,16 @@ func (s *Store) SetWebPush(ctx context.Context, deviceID string, sub record.WebP
 	return err
 }
 
-// PushDevices lists devices with any push registration. A device whose
-// registration does not decode is left out, with a warning (once per
-// device and run): it gets no push until it registers again, and the
-// others get theirs.
+// PushDevices lists devices with any push registration and a token that
+// was not revoked. A device whose registration does not decode is left
+// out, with a warning (once per device and run): it gets no push until it
+// registers again, and the others get theirs.
 func (s *Store) PushDevices(ctx context.Context) ([]Device, error) {
+	// A device whose token was revoked is not woken, even before its
+	// registration is dropped (a token deleted by hand while the gateway
+	// was down).
 	rows, err := s.query(ctx, `SELECT device_id, name, fcm_token, ntfy_topic, webpush, last_pushed_cursor FROM devices
-		WHERE fcm_token != '' OR ntfy_topic != '' OR webpush != ''`)
+		WHERE (fcm_token != '' OR ntfy_topic != '' OR webpush != '') AND `+tokenAlive)
 	if err != nil {
 		return nil, err
 	}

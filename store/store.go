@@ -41,6 +41,8 @@ type Store struct {
 	// corruptSaid holds the devices whose undecodable push registration
 	// was logged (PushDevices): said once, not at every push.
 	corruptSaid sync.Map
+	// asIs: the schema must be this irisgate's already (WithoutMigration).
+	asIs bool
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -106,6 +108,11 @@ type Option func(*Store)
 // keeps in quarantine (slog.Default() otherwise).
 func WithLog(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
+// WithoutMigration opens a database only if its schema is this
+// irisgate's, migrating nothing: for a command acting beside a running
+// gateway, which owns the schema.
+func WithoutMigration() Option { return func(s *Store) { s.asIs = true } }
+
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date. Before a migration an older irisgate cannot undo, a
 // database that has data is copied to path.pre-v<version>.
@@ -138,6 +145,17 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	s := &Store{w: w, r: r, log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.asIs {
+		var version int
+		if err := s.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != upto {
+			s.Close()
+			if err == nil {
+				err = fmt.Errorf("the database is at version %d and this irisgate's is %d: use the irisgate that serves it", version, upto)
+			}
+			return nil, fmt.Errorf("store: %s: %w", path, err)
+		}
+		return s, nil
 	}
 	if err := s.migrate(path, upto); err != nil {
 		s.Close()
@@ -409,7 +427,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

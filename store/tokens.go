@@ -45,16 +45,21 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 	return out, rows.Err()
 }
 
-// RevokeToken deletes a token by id; ErrNotFound when there is none.
+// RevokeToken deletes a token by id, and with it the push registrations
+// of the devices that last said hello with it (DropPushOfRevoked), in one
+// transaction; ErrNotFound when there is none.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
-	res, err := s.exec(ctx, `DELETE FROM tokens WHERE id = ?`, id)
-	if err != nil {
+	return s.write(ctx, func(tx *sqliteTx) error {
+		res, err := tx.exec(`DELETE FROM tokens WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		_, err = dropPushOf(tx, id)
 		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	})
 }
 
 // TouchToken records a token's use.

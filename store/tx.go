@@ -20,6 +20,7 @@ type Tx interface {
 
 	// The channel directory.
 	Channel(chatID string) (core.Channel, error)
+	ChannelCount() (int, error) // channels and threads, in all
 	PutChannel(c core.Channel) error
 	IconBytes(except string) (int64, error)
 	SetDefault(chatID string) ([]string, error)

@@ -21,8 +21,9 @@ type reach struct {
 	Pair string
 	// LoopbackOnly says only this machine can connect (--listen 127.0.0.1:…).
 	LoopbackOnly bool
-	// Container says the gateway runs in a container, whose addresses are
-	// not the ones a phone reaches, and no --public-url says which are.
+	// Container says the gateway's only links are virtual cables to
+	// another network namespace (a container on a bridge network), whose
+	// addresses a phone cannot reach, and no --public-url says which are.
 	Container bool
 }
 
@@ -36,26 +37,35 @@ func (r reach) webApp() string {
 	return r.Pair
 }
 
-// machineReach is reachOf with this machine's interfaces. In a container
-// they are the container's own (a bridge address a phone cannot reach),
-// so none are offered.
+// machineReach is reachOf with this machine's interfaces. A container on
+// a bridge network sees only its end of a virtual cable (veth): no LAN
+// address is offered, and Container says why. With host networking (or
+// macvlan) the container sees real interfaces, and their addresses are
+// offered like a host's: the decision is the interfaces', not a marker
+// file's.
 func machineReach(listen, public string) (reach, error) {
-	if public == "" && inContainer() {
-		r, err := reachOf(listen, "", nil)
+	ifs := hostIfaces()
+	r, err := reachOf(listen, public, lanAddrs(ifs))
+	if err == nil && public == "" && len(r.LAN) == 0 && !r.LoopbackOnly && bridged(ifs) {
 		r.Container = true
-		return r, err
 	}
-	return reachOf(listen, public, lanAddrs(hostIfaces()))
+	return r, err
 }
 
-// inContainer reports the marker files Docker and Podman leave.
-func inContainer() bool {
-	for _, f := range []string{"/.dockerenv", "/run/.containerenv"} {
-		if _, err := os.Stat(f); err == nil {
-			return true
+// bridged reports whether every up interface but loopback is one end of
+// a veth pair, as in a container on a bridge network.
+func bridged(ifs []iface) bool {
+	seen := false
+	for _, f := range ifs {
+		if !f.Up {
+			continue
 		}
+		if !f.Veth {
+			return false
+		}
+		seen = true
 	}
-	return false
+	return seen
 }
 
 // WS is the WebSocket address next to a web app address.
@@ -120,7 +130,8 @@ func reachOf(listen, public string, lan []netip.Addr) (reach, error) {
 // iface is what lanAddrs needs of a network interface.
 type iface struct {
 	Name  string
-	Up    bool
+	Up    bool // up, and not loopback
+	Veth  bool // one end of a virtual cable to another network namespace
 	Addrs []netip.Addr
 }
 
@@ -132,7 +143,7 @@ func hostIfaces() []iface {
 	}
 	var out []iface
 	for _, in := range list {
-		f := iface{Name: in.Name, Up: in.Flags&net.FlagUp != 0 && in.Flags&net.FlagLoopback == 0}
+		f := iface{Name: in.Name, Up: in.Flags&net.FlagUp != 0 && in.Flags&net.FlagLoopback == 0, Veth: isVeth(in.Name)}
 		addrs, _ := in.Addrs()
 		for _, a := range addrs {
 			if p, err := netip.ParsePrefix(a.String()); err == nil {
@@ -161,7 +172,7 @@ func virtualIface(name string) bool {
 func lanAddrs(ifs []iface) []netip.Addr {
 	var out []netip.Addr
 	for _, f := range ifs {
-		if !f.Up || virtualIface(f.Name) {
+		if !f.Up || f.Veth || virtualIface(f.Name) {
 			continue
 		}
 		for _, a := range f.Addrs {

@@ -38,6 +38,8 @@ type AgentFlags struct {
 	// too so auto-thread titles reach the model the way turns do (nil: the
 	// OpenAI client's default, for both).
 	modelHTTP *http.Client
+	// maxFile is serve's --max-media, the largest file send_file offers.
+	maxFile int64
 }
 
 // HermesFlags connect irisgate to a running Hermes Agent through its API
@@ -123,11 +125,11 @@ func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 		}
 		policy.Rules = append(policy.Rules, agent.Rule{Pattern: re, Description: "matches the configured pattern " + pat})
 	}
-	sb, err := f.sandbox(log)
+	sb, err := f.sandbox(log, f.Workdir)
 	if err != nil {
 		return nil, err
 	}
-	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout}
+	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout, MaxFile: f.maxFile}
 	tools.List = agent.Builtin(tools)
 	prompt := f.SystemPrompt
 	if prompt == "" {

@@ -228,7 +228,7 @@ func chatLoopWith(ctx context.Context, o chatOptions, in lineSource, out io.Writ
 	go func() {
 		defer close(renderDone)
 		for f := range cl.Events() {
-			s.handleFrame(f)
+			s.handleFrame(cleanFrame(f))
 		}
 	}()
 	s.printf("%s", s.dim("Type a message and press Enter. :help lists the chat's own commands."))
@@ -318,12 +318,12 @@ func (s *chatSession) runFailed(err error) error {
 	}
 	var se *client.ServerError
 	if errors.As(err, &se) && se.Code == "auth" {
-		return fmt.Errorf("the gateway at %s refused the token: %s (check --token or IRISGATE_TOKEN)", s.opts.URL, se.Message)
+		return fmt.Errorf("the gateway at %s refused the token: %s (check --token or IRISGATE_TOKEN)", s.opts.URL, visible(se.Message))
 	}
 	if err == nil || errors.Is(err, context.Canceled) {
 		return nil
 	}
-	return fmt.Errorf("connection to %s ended: %w", s.opts.URL, err)
+	return fmt.Errorf("connection to %s ended: %s", s.opts.URL, visible(err.Error()))
 }
 
 // chanEntry is one entry of the channel directory.

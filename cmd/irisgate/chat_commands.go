@@ -21,6 +21,7 @@ func (s *chatSession) request(ctx context.Context, typ string, lane client.Lane,
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	f, err := s.cl.Request(rctx, typ, lane, payload)
+	f = cleanFrame(f)
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.mu.Lock()
 		online := s.connected

@@ -286,7 +286,7 @@ func describePicker(f client.Frame) string {
 		line += ": " + p.Description
 	}
 	if p.Command != "" {
-		line += " [" + p.Command + "]"
+		line += " [" + visibleLine(p.Command) + "]"
 	}
 	if p.CurrentModel != "" {
 		line += " (now " + p.CurrentModel + ")"
@@ -407,7 +407,9 @@ func (s *chatSession) wasShown(id, text string) bool {
 }
 
 // connError says in a few words why a connection failed or ended.
-func connError(err error) string {
+func connError(err error) string { return visible(connReason(err)) }
+
+func connReason(err error) string {
 	var ce websocket.CloseError
 	var se *client.ServerError
 	var dns *net.DNSError

@@ -14,15 +14,36 @@ type PairCmd struct {
 	dataFlag
 	Name      string `help:"A name to recognise the device's token by in token list (default: paired <date>)."`
 	Device    string `help:"Bind the token to this device_id: only an app that connects as it may use the token (not the web app, which picks its own id)."`
-	Listen    string `help:"The gateway's --listen address, for the addresses in the link." default:":8787" env:"IRISGATE_LISTEN"`
-	PublicURL string `help:"The web app's address as devices reach it (behind a reverse proxy: https://iris.example.com/)." env:"IRISGATE_PUBLIC_URL"`
+	Listen    string `help:"The gateway's --listen address, for the addresses in the link (default: the running gateway's, else :8787)." env:"IRISGATE_LISTEN"`
+	PublicURL string `help:"The web app's address as devices reach it (behind a reverse proxy: https://iris.example.com/; default: the running gateway's --public-url)." env:"IRISGATE_PUBLIC_URL"`
 	QR        bool   `help:"Print the link as a QR code too." default:"true" negatable:""`
 }
 
 // Run implements the command.
 func (c *PairCmd) Run(o *cliIO) error {
+	ctx := context.Background()
+	ac, err := c.connect(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer ac.Close()
+	// The running gateway knows where it listens and how devices reach
+	// it; flags (or the environment) say otherwise, and stand in when
+	// none runs.
+	listen, public := c.Listen, c.PublicURL
+	if info := ac.Info(); ac.Live() {
+		if listen == "" {
+			listen = info.Listen
+		}
+		if public == "" {
+			public = info.PublicURL
+		}
+	}
+	if listen == "" {
+		listen = ":8787"
+	}
 	// The addresses first: a bad --public-url must not cost a token.
-	r, err := machineReach(c.Listen, c.PublicURL)
+	r, err := machineReach(listen, public)
 	if err != nil {
 		return err
 	}
@@ -30,11 +51,11 @@ func (c *PairCmd) Run(o *cliIO) error {
 	if name == "" {
 		name = "paired " + time.Now().Format("2006-01-02 15:04")
 	}
-	t, place, err := createToken(context.Background(), c.dataFlag, name, c.Device)
+	t, err := ac.CreateToken(ctx, name, c.Device)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Err, "created %s (%q) %s\n", t.ID, name, place)
+	fmt.Fprintf(o.Err, "created %s (%q) %s\n", t.ID, name, where(ac))
 	p := pairing{Reach: r, Token: t.Value, Device: c.Device, CLI: cliName(), QR: c.QR, Color: colorTerminal(os.Stdout)}
 	p.print(o.Out)
 	return nil

@@ -19,8 +19,10 @@ type SandboxFlags struct {
 	dataDir, configFile string
 }
 
-// sandbox builds the tools' sandbox and says at start-up which wall holds.
-func (f *SandboxFlags) sandbox(log *slog.Logger) (*sandbox.Sandbox, error) {
+// sandbox builds the tools' sandbox and says at start-up which wall holds
+// (and when the working directory lies inside the data directory, which
+// no tool may enter).
+func (f *SandboxFlags) sandbox(log *slog.Logger, workdir string) (*sandbox.Sandbox, error) {
 	want, err := sandbox.ParseWall(f.Sandbox)
 	if err != nil {
 		return nil, fmt.Errorf("--sandbox: %w", err)
@@ -37,10 +39,34 @@ func (f *SandboxFlags) sandbox(log *slog.Logger) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if why := workInsideData(workdir, f.dataDir); why != "" {
+		log.Warn("the agent's tools cannot work: "+why, "workdir", workdir, "data", f.dataDir)
+	}
 	if sb.Wall() == sandbox.None {
 		log.Warn("tool sandbox: none", "detail", sb.Describe())
 	} else {
 		log.Info("tool sandbox: "+sb.Wall().String(), "detail", sb.Describe())
 	}
 	return sb, nil
+}
+
+// workInsideData says why the working directory is unusable when it lies
+// inside the data directory: every command and file tool there is
+// refused, the data directory being what tools never see.
+func workInsideData(workdir, data string) string {
+	if workdir == "" || data == "" {
+		return ""
+	}
+	w, d := sandbox.ResolveExisting(abs(workdir)), sandbox.ResolveExisting(abs(data))
+	if rel, err := filepath.Rel(d, w); err == nil && filepath.IsLocal(rel) || w == d {
+		return fmt.Sprintf("the working directory %s lies inside the data directory %s, which tools never enter: every command and file they try there is refused. Give --workdir (IRISGATE_WORKDIR) a directory outside it", w, d)
+	}
+	return ""
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

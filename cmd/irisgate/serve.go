@@ -12,6 +12,7 @@ import (
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
@@ -20,19 +21,20 @@ import (
 
 // ServeCmd runs the gateway.
 type ServeCmd struct {
-	Listen        string        `help:"Address to listen on (host:port)." default:":8787" env:"IRISGATE_LISTEN"`
-	Data          string        `help:"Data directory: the SQLite database and files live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
-	Token         string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
-	LogFormat     string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
-	LogLevel      string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
-	ShowReasoning bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
-	OutboxKeep    int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
-	OutboxMaxAge  time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
-	MaxFrame      int64         `help:"Largest WebSocket frame accepted, in bytes (Iris media uploads send binary frames up to this size)." default:"1048576" env:"IRISGATE_MAX_FRAME"`
-	MaxMedia      int64         `help:"Largest media file, in bytes: uploads and files the agent sends." default:"67108864" env:"IRISGATE_MAX_MEDIA"`
-	HelloTimeout  time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
-	PingInterval  time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
-	ShutdownWait  time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
+	Listen           string        `help:"Address to listen on (host:port)." default:":8787" env:"IRISGATE_LISTEN"`
+	Data             string        `help:"Data directory: the SQLite database and files live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
+	Token            string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
+	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
+	LogLevel         string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
+	ShowReasoning    bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
+	OutboxKeep       int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
+	OutboxMaxAge     time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
+	MaxFrame         int64         `help:"Largest WebSocket frame accepted, in bytes (Iris media uploads send binary frames up to this size)." default:"1048576" env:"IRISGATE_MAX_FRAME"`
+	MaxMedia         int64         `help:"Largest media file, in bytes: uploads and files the agent sends." default:"67108864" env:"IRISGATE_MAX_MEDIA"`
+	HelloTimeout     time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
+	PingInterval     time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
+	ShutdownWait     time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
+	MaxConnsPerToken int           `name:"max-connections-per-token" help:"Live connections one token may have at once (devices sharing a token share them)." default:"64" env:"IRISGATE_MAX_CONNECTIONS_PER_TOKEN"`
 	TrustFlags
 	PublicURL string `help:"The web app's address as devices reach it, when that is not this machine's (behind a reverse proxy: https://iris.example.com/); pairing links use it." env:"IRISGATE_PUBLIC_URL"`
 	AgentFlags
@@ -60,7 +62,7 @@ type MobileFlags struct {
 // Run starts the gateway and serves until SIGINT or SIGTERM.
 func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
-	c.dataDir, c.configFile = c.Data, string(cli.Config)
+	c.dataDir, c.configFile, c.maxFile = c.Data, string(cli.Config), c.MaxMedia
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -89,6 +91,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()
+	cfg.Listen, cfg.PublicURL = ln.Addr().String(), c.PublicURL
 	app, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()
@@ -133,6 +136,7 @@ func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig 
 		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
 		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 		Media: media.Limits{MaxSize: c.MaxMedia}, ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
+		Bounds: gateway.Bounds{ConnsPerToken: c.MaxConnsPerToken},
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
 			Mobile: mobile.Settings{DeliverTokens: c.DeliverTokens, AllowedDevices: c.MobileAllowedDevices, ExtraTokens: c.MobileExtraTokens,
 				HomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, PromptTTL: c.MobilePromptTTL}},

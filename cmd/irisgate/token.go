@@ -30,10 +30,20 @@ func (d dataFlag) connect(ctx context.Context, create bool) (*admin.Client, erro
 	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create})
 }
 
+// connectTokens is connect for the token commands, which may act on the
+// data directory of a gateway whose admin socket does not answer: the
+// gateway reads its tokens from the database.
+func (d dataFlag) connectTokens(ctx context.Context, create bool) (*admin.Client, error) {
+	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create, Beside: true})
+}
+
 // where says, after a change, where it was made.
 func where(c *admin.Client) string {
 	if c.Live() {
 		return "on the running gateway (" + c.DataDir() + ")"
+	}
+	if c.Beside() {
+		return "in " + c.DataDir() + ", beside the gateway running there (its admin socket does not answer; it reads the change from the database within a second)"
 	}
 	return "in " + c.DataDir() + " (no gateway is running there; it takes effect when one starts)"
 }
@@ -58,9 +68,8 @@ func (c *TokenCreateCmd) Run(o *cliIO) error {
 
 // createToken makes a device token on the gateway d names (through its
 // admin socket, or in its data directory when none runs) and says where.
-// token create and pair both call it.
 func createToken(ctx context.Context, d dataFlag, name, device string) (admin.NewToken, string, error) {
-	ac, err := d.connect(ctx, true)
+	ac, err := d.connectTokens(ctx, true)
 	if err != nil {
 		return admin.NewToken{}, "", err
 	}
@@ -75,7 +84,7 @@ type TokenListCmd struct{ dataFlag }
 // Run implements the command.
 func (c *TokenListCmd) Run(o *cliIO) error {
 	ctx := context.Background()
-	ac, err := c.connect(ctx, false)
+	ac, err := c.connectTokens(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -113,7 +122,7 @@ type TokenRevokeCmd struct {
 // Run implements the command.
 func (c *TokenRevokeCmd) Run(o *cliIO) error {
 	ctx := context.Background()
-	ac, err := c.connect(ctx, false)
+	ac, err := c.connectTokens(ctx, false)
 	if err != nil {
 		return err
 	}

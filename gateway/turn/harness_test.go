@@ -108,7 +108,7 @@ func (h *host) PostCron(ctx context.Context, lk core.Lane, j store.CronJob, text
 
 func (h *host) Conn(id uint64) *hub.Conn { return h.rig.hub.ByID(id) }
 
-func newRig(t *testing.T, a agent.Agent) *rig {
+func newRig(t *testing.T, a agent.Agent, opts ...func(*turn.Config)) *rig {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "gw.db"))
 	if err != nil {
@@ -123,7 +123,11 @@ func newRig(t *testing.T, a agent.Agent) *rig {
 	go func() { defer close(ran); log.Run(done) }()
 	rg := &rig{t: t, st: st, hub: h, log: log, gate: g}
 	rg.host = &host{rig: rg}
-	rg.r = turn.New(log, st, rg.host, quiet, turn.Config{Agent: a, Workdir: t.TempDir(), AskTimeout: wait})
+	cfg := turn.Config{Agent: a, Workdir: t.TempDir(), AskTimeout: wait}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rg.r = turn.New(log, st, rg.host, quiet, cfg)
 	rg.ctx, rg.cancel = context.WithTimeout(context.Background(), 3*wait)
 	t.Cleanup(func() {
 		rg.cancel()
@@ -142,7 +146,8 @@ func newRig(t *testing.T, a agent.Agent) *rig {
 func (rg *rig) send(text string, from *device) core.Message {
 	rg.t.Helper()
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
-	if err := rg.r.Reserve(lk); err != nil {
+	slot, err := rg.r.Reserve(lk, "")
+	if err != nil {
 		rg.t.Fatal(err)
 	}
 	if err := rg.log.Commit(rg.ctx, func(tx store.Tx) error {
@@ -153,7 +158,7 @@ func (rg *rig) send(text string, from *device) core.Message {
 	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		rg.t.Fatal(err)
 	}
-	p := turn.Pending{Msg: m}
+	p := turn.Pending{Msg: m, Slot: slot}
 	if from != nil {
 		p.Origin = from.conn
 	}

@@ -81,7 +81,9 @@ type Config struct {
 	// AskTimeout bounds how long approvals and questions wait.
 	AskTimeout time.Duration
 	// Cron is the scheduled jobs, for the agent's cronjob tool.
-	Cron    agent.Cron
+	Cron agent.Cron
+	// Bounds bound the turns across lanes (limits.go).
+	Bounds  Bounds
 	Metrics Metrics
 }
 
@@ -110,6 +112,9 @@ type Pending struct {
 	// cron, when set, makes it a cron turn (runCron): Msg is then no
 	// stored message but the turn's row id (store.CronTurnID) and prompt.
 	cron *cronRun
+	// Slot is the turn's place in the bounds across lanes (nil: a cron
+	// turn's); freed once it has run or is dropped.
+	Slot *Slot
 }
 
 // Runner runs the lanes' turns.
@@ -122,9 +127,12 @@ type Runner struct {
 	ctx  context.Context // ends at shutdown; turns run under it
 	stop context.CancelFunc
 
-	mu    sync.Mutex // guards lanes and down
+	mu    sync.Mutex // guards lanes, slots and down
 	lanes map[core.Lane]*lane
+	slots slots // turns held per token and in all (limits.go)
 	down  bool
+	// places holds a place per turn running (limits.go).
+	places chan struct{}
 	// work counts the lanes' goroutines and the background work started
 	// with Go: Shutdown waits for them.
 	work sync.WaitGroup
@@ -157,6 +165,7 @@ func New(c Committer, st Store, h Host, log *slog.Logger, cfg Config) *Runner {
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = DefaultAskTimeout
 	}
+	cfg.Bounds.defaults()
 	m := &cfg.Metrics
 	if m.Turns == nil {
 		m.Turns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turns"}, []string{"outcome"})
@@ -171,6 +180,7 @@ func New(c Committer, st Store, h Host, log *slog.Logger, cfg Config) *Runner {
 	return &Runner{
 		cfg: cfg, c: c, st: st, host: h, log: log, ctx: ctx, stop: stop,
 		lanes:    make(map[core.Lane]*lane),
+		places:   make(chan struct{}, cfg.Bounds.Running),
 		pickers:  pickers{m: make(map[string]*picker)},
 		sessions: sessions{m: make(map[core.Lane]*session)},
 	}
@@ -202,22 +212,27 @@ func (r *Runner) laneLocked(lk core.Lane) *lane {
 	return l
 }
 
-// Reserve holds a place in lk's queue for a turn about to be stored; the
-// caller then either queues it there (EnqueueReserved) or gives the place
+// Reserve holds a place in lk's queue, and a slot of token's turns
+// (limits.go), for a turn about to be stored; the caller then either
+// queues it there (EnqueueReserved, the slot in its Pending) or gives both
 // back (Release).
-func (r *Runner) Reserve(lk core.Lane) error {
+func (r *Runner) Reserve(lk core.Lane, token string) (*Slot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
-		return ErrShuttingDown
+		return nil, ErrShuttingDown
 	}
-	l := r.laneLocked(lk)
-	if l.queuedLocked() >= MaxQueued {
+	l := r.lanes[lk]
+	if l != nil && l.queuedLocked() >= MaxQueued {
 		r.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return ErrQueueFull
+		return nil, ErrQueueFull
 	}
-	l.reserved++
-	return nil
+	slot, err := r.takeSlotLocked(token, false)
+	if err != nil {
+		return nil, err
+	}
+	r.laneLocked(lk).reserved++
+	return slot, nil
 }
 
 // QueueFull reports whether lk's queue has no room (Reserve decides; this
@@ -229,10 +244,12 @@ func (r *Runner) QueueFull(lk core.Lane) bool {
 	return l != nil && l.queuedLocked() >= MaxQueued
 }
 
-// Release gives back a place Reserve held.
-func (r *Runner) Release(lk core.Lane) {
+// Release gives back a place Reserve held, and slot (nil: the turn
+// keeps it).
+func (r *Runner) Release(lk core.Lane, slot *Slot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.freeSlotLocked(slot)
 	if l := r.lanes[lk]; l != nil {
 		l.reserved--
 		if l.idleLocked() {
@@ -252,10 +269,12 @@ func (r *Runner) EnqueueReserved(p Pending) error {
 }
 
 // Enqueue adds a turn to its lane and starts the lane if it was idle.
+// Refused, the turn's slot is freed.
 func (r *Runner) Enqueue(p Pending) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
+		r.freeSlotLocked(p.Slot)
 		return ErrShuttingDown
 	}
 	l := r.laneLocked(p.Msg.Lane)
@@ -298,6 +317,7 @@ func (r *Runner) DropQueued(ctx context.Context, lk core.Lane) (int, error) {
 		return nil
 	}, nil)
 	for _, p := range dropped {
+		r.FreeSlot(p.Slot)
 		if p.cron != nil {
 			p.cron.done(ErrCronStopped)
 		} else {
@@ -316,6 +336,9 @@ func (r *Runner) DropLanes(gone func(core.Lane) bool) {
 	defer r.mu.Unlock()
 	for key, l := range r.lanes {
 		if gone(key) {
+			for _, p := range l.pending {
+				r.freeSlotLocked(p.Slot)
+			}
 			l.pending = nil
 			l.todos = nil
 			if l.running != nil {
@@ -328,14 +351,21 @@ func (r *Runner) DropLanes(gone func(core.Lane) bool) {
 func (r *Runner) runLane(l *lane) {
 	defer r.work.Done()
 	for {
+		placed := r.runPlace() // false: shutting down
 		r.mu.Lock()
-		if len(l.pending) == 0 || r.down {
+		if len(l.pending) == 0 || r.down || !placed {
+			for _, p := range l.pending {
+				r.freeSlotLocked(p.Slot)
+			}
 			l.active = false
 			l.pending = nil
 			if l.idleLocked() {
 				delete(r.lanes, l.key)
 			}
 			r.mu.Unlock()
+			if placed {
+				r.leavePlace()
+			}
 			return
 		}
 		p := l.pending[0]
@@ -358,10 +388,22 @@ func (r *Runner) runLane(l *lane) {
 			next = r.runTurn(ctx, l, t, p)
 		}
 		cancel()
+		r.leavePlace()
+		t.mu.Lock()
+		steered := t.steered
+		t.mu.Unlock()
 
 		r.mu.Lock()
 		l.running = nil
 		l.pending = slices.Concat(next, l.pending)
+		// The turn has run, and so has the steering it took; what it did
+		// not take runs next and keeps its slot.
+		r.freeSlotLocked(p.Slot)
+		for _, st := range steered {
+			if !slices.ContainsFunc(next, func(n Pending) bool { return n.Slot == st.Slot }) {
+				r.freeSlotLocked(st.Slot)
+			}
+		}
 		r.mu.Unlock()
 	}
 }

@@ -66,16 +66,19 @@ func TestQueuedTurnsRunInOrder(t *testing.T) {
 func TestLaneQueueIsBounded(t *testing.T) {
 	rg := newRig(t, &agent.Echo{})
 	for i := range turn.MaxQueued {
-		if err := rg.r.Reserve(lk); err != nil {
+		if _, err := rg.r.Reserve(lk, ""); err != nil {
 			t.Fatalf("place %d: %v", i, err)
 		}
 	}
-	if !rg.r.QueueFull(lk) || !errors.Is(rg.r.Reserve(lk), turn.ErrQueueFull) {
+	if _, err := rg.r.Reserve(lk, ""); !rg.r.QueueFull(lk) || !errors.Is(err, turn.ErrQueueFull) {
 		t.Fatal("a full lane took one more")
 	}
-	rg.r.Release(lk)
-	if rg.r.QueueFull(lk) || rg.r.Reserve(lk) != nil {
+	rg.r.Release(lk, nil)
+	if rg.r.QueueFull(lk) {
 		t.Fatal("a place given back is not free")
+	}
+	if _, err := rg.r.Reserve(lk, ""); err != nil {
+		t.Fatalf("a place given back is refused: %v", err)
 	}
 }
 

@@ -121,7 +121,8 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 	// Steering the turn does not take runs as a turn of its own: it holds
 	// a place in the queue until the turn takes it.
-	if err := r.Reserve(lk); err != nil {
+	slot, err := r.Reserve(lk, from.Token())
+	if err != nil {
 		return true, err
 	}
 	// The row is committed before the turn can see the steer, so the
@@ -132,10 +133,11 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 		}
 		return tx.QueueTurn(lk, m.ID)
 	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.Reply()}); err != nil {
-		r.Release(lk)
+		r.Release(lk, slot)
 		return true, err
 	}
-	p := Pending{Msg: m, Origin: from.Conn}
+	// Taken or not, the steer holds its slot until it has run.
+	p := Pending{Msg: m, Origin: from.Conn, Slot: slot}
 	t.mu.Lock()
 	taken := false
 	// A turn being stopped would drop the steer with its own steering:
@@ -150,7 +152,7 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 	}
 	t.mu.Unlock()
 	if taken {
-		r.Release(lk)
+		r.Release(lk, nil)
 		return true, nil
 	}
 	// Echoed and owed: at shutdown the next start answers it, as a sent

@@ -14,6 +14,8 @@ import (
 var deviceTests = []test{
 	{"DevicesRoundTrip", testDevices},
 	{"ProofsRoundTrip", testProofs},
+	{"StaleDevicesAreForgotten", testStaleDevices},
+	{"RevokedTokensPushNoMore", testDropPushOfRevoked},
 }
 
 var pushTests = []test{
@@ -317,5 +319,99 @@ func testProofs(t *testing.T, s Store) {
 	}
 	if p, err := s.LoadProofs(bg, "tablet"); err != nil || len(p) != 0 {
 		t.Fatalf("an emptied set loads as %v, %v", p, err)
+	}
+}
+
+// The device rows stay bounded: past the newest keep, or seen before a
+// time, a device without a push registration is stale; one with a
+// registration never is (it is how a phone that is away is woken).
+func testStaleDevices(t *testing.T, s Store) {
+	for _, d := range []store.Device{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "pushed", FCMToken: "fcm"}} {
+		if err := s.SeeDevice(bg, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.StaleDevices(bg, 0, 0, 10)
+	if err != nil || len(all) != 3 || slices.Contains(all, "pushed") {
+		t.Fatalf("past keeping none: %v, %v; want a, b and c", all, err)
+	}
+	if some, err := s.StaleDevices(bg, 1, 0, 10); err != nil || len(some) != 2 || slices.Contains(some, "pushed") {
+		t.Fatalf("past keeping one: %v, %v; want two of a, b, c", some, err)
+	}
+	if none, err := s.StaleDevices(bg, 10, 0, 10); err != nil || len(none) != 0 {
+		t.Fatalf("keeping ten: %v, %v", none, err)
+	}
+	future := time.Now().Add(time.Hour).UnixMilli()
+	if old, err := s.StaleDevices(bg, 10, future, 10); err != nil || len(old) != 3 {
+		t.Fatalf("all seen before an hour from now: %v, %v", old, err)
+	}
+	if one, err := s.StaleDevices(bg, 0, 0, 1); err != nil || len(one) != 1 {
+		t.Fatalf("limit 1: %v, %v", one, err)
+	}
+	if err := s.DeleteDevices(bg, all); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDevices(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range all {
+		if n, _ := s.DeviceName(bg, id); n != "" {
+			t.Fatalf("%s kept its name", id)
+		}
+	}
+	if rest, _ := s.StaleDevices(bg, 0, future, 10); len(rest) != 0 {
+		t.Fatalf("after deleting: %v", rest)
+	}
+	if d, _ := s.Device(bg, "pushed"); d.FCMToken != "fcm" {
+		t.Fatalf("the device with push went: %+v", d)
+	}
+}
+
+// A token revoked ends its devices' push registrations: RevokeToken in
+// one transaction, DropPushOfRevoked for devices whose stored token went
+// another way. Configured tokens (no tok_ prefix) cannot be revoked.
+func testDropPushOfRevoked(t *testing.T, s Store) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.AddToken(bg, store.Token{ID: "tok_kept", Name: "kept", Hash: []byte("h1")}))
+	must(s.AddToken(bg, store.Token{ID: "tok_stolen", Name: "stolen", Hash: []byte("h2")}))
+	must(s.SeeDevice(bg, store.Device{ID: "kept", FCMToken: "f1", TokenID: "tok_kept"}))
+	must(s.SeeDevice(bg, store.Device{ID: "stolen", FCMToken: "f2", TokenID: "tok_stolen"}))
+	must(s.SeeDevice(bg, store.Device{ID: "lost", NtfyTopic: "t3", TokenID: "tok_never_stored"}))
+	must(s.SeeDevice(bg, store.Device{ID: "env", FCMToken: "f4", TokenID: "env"}))
+	must(s.RevokeToken(bg, "tok_stolen"))
+	if d, _ := s.Device(bg, "stolen"); d.FCMToken != "" || !d.Revoked {
+		t.Fatalf("the revoked token's phone: %+v", d)
+	}
+	ids := func() []string {
+		ds, err := s.PushDevices(bg)
+		must(err)
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// A token that is gone is not woken even before its registration is
+	// dropped.
+	if got := ids(); !slices.Equal(got, []string{"env", "kept"}) {
+		t.Fatalf("push devices %v, want env and kept", got)
+	}
+	if n, err := s.DropPushOfRevoked(bg, "tok_kept"); err != nil || n != 0 {
+		t.Fatalf("dropping a live token's: %d, %v", n, err)
+	}
+	if n, err := s.DropPushOfRevoked(bg, ""); err != nil || n != 1 {
+		t.Fatalf("dropping every gone token's: %d, %v; want the lost one", n, err)
+	}
+	if d, _ := s.Device(bg, "lost"); d.NtfyTopic != "" {
+		t.Fatalf("lost kept its topic: %+v", d)
+	}
+	if d, _ := s.Device(bg, "kept"); d.FCMToken != "f1" {
+		t.Fatalf("kept lost its registration: %+v", d)
 	}
 }

@@ -21,6 +21,40 @@ var outboxTests = []test{
 	{"OutboxScanIsOrderedAndBounded", testScanEvents},
 	{"OutboxPruneFloor", testPruneFloor},
 	{"OutboxEventsRoundTrip", testEventsRoundTrip},
+	{"OutboxScanSkipsWhatDoesNotDecode", testScanSkipping},
+}
+
+// A frame whose row does not decode stops ScanEvents with an error naming
+// it, and ScanEventsSkipping hands it to bad and goes on: sync replays
+// what comes after it.
+func testScanSkipping(t *testing.T, s Store) {
+	c, ok := s.(Corrupter)
+	if !ok {
+		t.Skip("the harness cannot damage a row (storetest.Corrupter)")
+	}
+	for i := range 3 {
+		appendEvent(t, s, idle(int64(i+1)))
+	}
+	if err := c.CorruptEvent(bg, 2); err != nil {
+		t.Fatal(err)
+	}
+	var ce *store.CorruptError
+	if err := s.ScanEvents(bg, 0, 3, func(*core.Event) error { return nil }); !errors.As(err, &ce) {
+		t.Fatalf("ScanEvents over a damaged row: %v, want a *store.CorruptError", err)
+	}
+	var got, bad []int64
+	err := s.ScanEventsSkipping(bg, 0, 3, func(ev *core.Event) error {
+		got = append(got, ev.Cursor)
+		return nil
+	}, func(cursor int64, err *store.CorruptError) {
+		if err == nil {
+			t.Error("bad was handed no error")
+		}
+		bad = append(bad, cursor)
+	})
+	if err != nil || !slices.Equal(got, []int64{1, 3}) || !slices.Equal(bad, []int64{2}) {
+		t.Fatalf("skipping: got %v, bad %v, err %v; want 1 and 3, bad 2", got, bad, err)
+	}
 }
 
 // A write that fails takes no cursor with it: neither a transaction that

@@ -34,6 +34,7 @@ type Store interface {
 	OutboxFloor(ctx context.Context) (int64, error)
 	OutboxCursors(ctx context.Context, after, upto int64, limit int) ([]int64, error)
 	ScanEvents(ctx context.Context, after, upto int64, fn func(*core.Event) error) error
+	ScanEventsSkipping(ctx context.Context, after, upto int64, fn func(*core.Event) error, bad func(cursor int64, err *store.CorruptError)) error
 	PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error)
 
 	// The directory, history and search.
@@ -65,6 +66,9 @@ type Store interface {
 	SetWebPush(ctx context.Context, deviceID string, sub record.WebPush) error
 	LoadProofs(ctx context.Context, deviceID string) ([]core.CursorRange, error)
 	SaveProofs(ctx context.Context, deviceID string, proven []core.CursorRange) error
+	StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error)
+	DeleteDevices(ctx context.Context, ids []string) error
+	DropPushOfRevoked(ctx context.Context, tokenID string) (int, error)
 
 	// The push queue.
 	EnqueuePush(ctx context.Context, j store.PushJob, now time.Time) error
@@ -107,6 +111,13 @@ type Store interface {
 // those checks out.
 type Residue interface {
 	Residue(ctx context.Context, messageID string) (map[string]int, error)
+}
+
+// Corrupter lets the suite damage what a store holds, as a bad disk or a
+// hand edit would: CorruptEvent makes the outbox frame at cursor one that
+// does not decode. Without it the suite leaves those checks out.
+type Corrupter interface {
+	CorruptEvent(ctx context.Context, cursor int64) error
 }
 
 // Run runs the contract against stores made by open, a fresh empty one

@@ -51,6 +51,20 @@ func irisCode(c core.Code) core.Code {
 // errBadVersion ends a connection that speaks another major version.
 var errBadVersion = core.Errorf(core.CodeUnsupported, "unsupported protocol version; this gateway speaks v%d", Version)
 
+// errUnknownType answers a request with an id whose type this gateway
+// does not know.
+func errUnknownType(typ irisv1.FrameType) error {
+	t := string(typ)
+	if len(t) > 64 {
+		t = t[:64] + "…"
+	}
+	return core.Errorf(core.CodeUnsupported, "unknown request type %q", t)
+}
+
+// errLoneSurrogate refuses a frame with a \u escape of half a UTF-16
+// surrogate pair.
+var errLoneSurrogate = core.Errorf(core.CodeUnsupported, `the frame holds a lone UTF-16 surrogate escape (a \uD800-\uDFFF without its pair): it is no character`)
+
 // errAlreadyHello answers a hello after the first frame.
 var errAlreadyHello = core.Errorf(core.CodeUnsupported, "already said hello")
 

@@ -8,6 +8,7 @@ package iris
 import (
 	"errors"
 
+	"github.com/irisgate/irisgate/internal/jsontext"
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
@@ -27,6 +28,10 @@ func decode(data []byte) (*irisv1.Request, int64, error) {
 			return nil, de.ID, errBadVersion
 		}
 		return nil, de.ID, errMalformed(de.Err)
+	}
+	if jsontext.LoneSurrogate(data) {
+		// Decoded, it would be U+FFFD: stored as what the device never wrote.
+		return nil, r.ID, errLoneSurrogate
 	}
 	return r, r.ID, nil
 }

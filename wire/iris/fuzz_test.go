@@ -199,7 +199,7 @@ var replies = map[string][]string{
 	"channel.rename": {"channel.renamed"}, "channel.set_default": {"channel.renamed"},
 	"channel.favorite": {"channel.renamed"}, "channel.icon": {"channel.renamed"},
 	"channel.set_automation": {"channel.renamed"}, "channel.delete": {"channel.deleted"},
-	"search": {"search.results"}, "media.upload.end": {"media.upload.ack"},
+	"search": {"search.results"}, "media.upload.start": {"pong"}, "media.upload.end": {"media.upload.ack"},
 	"media.pull": {"media.pull", "media.pull.end"}, "commands.catalog": {"commands.catalog"},
 	"commands.complete": {"commands.complete"}, "hello": {},
 }
@@ -321,10 +321,21 @@ func FuzzDispatch(f *testing.F) {
 			if typ != "other" {
 				t.Fatalf("Handle(%q) names unknown type %q", data, typ)
 			}
+			// Ignored without an id; with one, answered unsupported.
+			var answers [][]byte
 			for _, g := range got {
 				if ef := parseFrame(t, g); ef.Type == "error" || (id != 0 && ef.ID == id) {
-					t.Fatalf("unknown type %q was not ignored: %s", env0.Type, g)
+					if id == 0 {
+						t.Fatalf("unknown type %q without an id was answered: %s", env0.Type, g)
+					}
+					answers = append(answers, g)
 				}
+			}
+			if id != 0 {
+				if len(answers) != 1 {
+					t.Fatalf("unknown type %q with id %d got %d answers, want one error: %q", env0.Type, id, len(answers), answers)
+				}
+				checkErrorFrame(t, v, answers[0], data, "Handle")
 			}
 			return
 		}

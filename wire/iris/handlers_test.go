@@ -83,7 +83,10 @@ func TestRequestAnswers(t *testing.T) {
 		{`{"v":1,"id":9,"type":"channel.set_default","chat_id":"c_nope","payload":{}}`, "channel.set_default", `error not_found: unknown chat_id "c_nope"`},
 		{`{"v":1,"id":9,"type":"commands.complete","payload":{"prefix":"/mod"}}`, "commands.complete", "commands.complete"},
 		{`{"v":1,"id":9,"type":"search","payload":{"query":5}}`, "search", "error unsupported: malformed search payload: query must be string"},
-		{`{"v":1,"id":9,"type":"future.thing","payload":{"a":1}}`, "other", ""},
+		// An unknown type is ignored without an id, and answered with one:
+		// every request with an id gets its one reply.
+		{`{"v":1,"type":"future.thing","payload":{"a":1}}`, "other", ""},
+		{`{"v":1,"id":9,"type":"future.thing","payload":{"a":1}}`, "other", `error unsupported: unknown request type "future.thing"`},
 	} {
 		label, herr := sess.Handle(ctx, []byte(c.frame))
 		if herr != nil {

@@ -17,7 +17,16 @@ import (
 const PullChunk = 256 << 10
 
 func (s *Session) uploadStart(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadStart) error {
-	return s.cfg.GW.UploadStart(ctx, s.caller(r.ID), gateway.UploadRequest{Ref: p.MediaRef, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename})
+	if err := s.cfg.GW.UploadStart(ctx, s.caller(r.ID), gateway.UploadRequest{Ref: p.MediaRef, Kind: p.Kind, Mime: p.Mime, Size: p.Size, Filename: p.Filename}); err != nil {
+		return err
+	}
+	// A start with an id gets its one reply: a pong carrying it (the
+	// schema has no start ack, and media.upload.ack answers the end,
+	// which apps send with the same id and wait for by its type).
+	if r.ID != 0 {
+		s.reply(r.ID, irisv1.TypePong, core.Lane{}, irisv1.Pong{})
+	}
+	return nil
 }
 
 func (s *Session) uploadEnd(ctx context.Context, r *irisv1.Request, p *irisv1.MediaUploadEnd) error {

@@ -79,6 +79,9 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	conn, w, err := cfg.GW.Connect(ctx, gateway.Device{ID: h.DeviceID, Name: h.DeviceName, FCMToken: h.FCMToken, NtfyTopic: h.NtfyTopic, Token: grant.TokenID}, codec{})
 	if err != nil {
+		if code := core.AsError(err).Code; code != core.CodeInternal {
+			return nil, fatal(id, err, string(irisCode(code))) // a bound (the token's connections)
+		}
 		return nil, fatal(id, err, "internal error")
 	}
 	sctx, stop := context.WithCancel(context.Background())
@@ -128,7 +131,12 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 	}
 	h, ok := handlers[env.Type]
 	if !ok {
-		return "other", nil // ignored, for forward compatibility
+		// Ignored, for forward compatibility, unless it carries an id:
+		// every request with one gets its one reply.
+		if id != 0 {
+			s.sendError(id, errUnknownType(env.Type))
+		}
+		return "other", nil
 	}
 	if err := h(s, ctx, env); err != nil {
 		e := core.AsError(err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
 // inFrame is a decoded device frame: its type (lowercased), its id
@@ -69,6 +71,10 @@ func Looks(data []byte) bool {
 func decode(data []byte) (*inFrame, *Error) {
 	if !utf8.Valid(data) {
 		return nil, errorf(CodeBadFrame, "frame is not valid UTF-8")
+	}
+	if jsontext.LoneSurrogate(data) {
+		// Decoded, it would be U+FFFD: stored as what the device never wrote.
+		return nil, errorf(CodeBadFrame, `frame holds a lone UTF-16 surrogate escape (a \uD800-\uDFFF without its pair)`)
 	}
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errorf(CodeBadFrame, "frame is not a JSON object")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
 // The seed corpus is in testdata/fuzz/FuzzMobileDecode/: valid frames of
@@ -38,7 +40,7 @@ func checkError(t *testing.T, e *Error, input []byte, what string) {
 // FuzzMobileDecode fuzzes the frame decoder and every frame type's field
 // decoding and validation. Invariants: no panic; a refusal is an error of
 // the enum with a frame that is JSON; decode refuses whatever is not a
-// UTF-8 JSON object with a string t and accepts it otherwise (with t
+// UTF-8 JSON object with a string t (and no lone surrogate escape) and accepts it otherwise (with t
 // lowercased and the id at most 128 characters); what a parser accepts
 // is within the protocol's limits, and base64 it accepts by size decodes
 // to exactly that size or is refused as bad_frame.
@@ -54,13 +56,15 @@ func FuzzMobileDecode(f *testing.F) {
 				T *string `json:"t"`
 			}
 			trimmed := bytes.TrimLeft(data, " \t\r\n")
-			if utf8.Valid(data) && len(trimmed) > 0 && trimmed[0] == '{' && json.Unmarshal(data, &probe) == nil &&
+			// Well-formed: UTF-8 JSON without a lone surrogate escape
+			// (which would decode to U+FFFD), an object with a string t.
+			if utf8.Valid(data) && !jsontext.LoneSurrogate(data) && len(trimmed) > 0 && trimmed[0] == '{' && json.Unmarshal(data, &probe) == nil &&
 				probe.T != nil && strings.TrimSpace(*probe.T) != "" && readableID(data) {
 				t.Fatalf("decode refused a well-formed frame %q: %v", data, e)
 			}
 			return
 		}
-		if !utf8.Valid(data) || !json.Valid(data) {
+		if !utf8.Valid(data) || !json.Valid(data) || jsontext.LoneSurrogate(data) {
 			t.Fatalf("decode accepted %q", data)
 		}
 		if fr.T == "" || fr.T != strings.ToLower(fr.T) {

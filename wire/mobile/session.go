@@ -199,13 +199,22 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	if h.DeviceName == "" {
 		h.DeviceName = h.DeviceID
 	}
+	// A delivery token opens a service session: deliver and ping, under a
+	// hub id of its own, so it reads no phone's lane, speaks for no phone
+	// and replaces none.
 	hubID := SessionPrefix + h.DeviceID
+	if grant.Deliver {
+		hubID = gateway.ServiceDevicePrefix + h.DeviceID
+	}
 	s := &Session{d: d, deviceID: h.DeviceID, hubID: hubID, name: h.DeviceName, lane: core.Lane{ChatID: hubID},
 		deliver: grant.Deliver, local: peer.Local, token: grant.TokenID, uploads: map[string]*upload{}}
 	// A phone's lane is listed at once; a delivery service's only when
 	// something is sent or delivered into it.
 	if !grant.Deliver {
 		if _, err := d.cfg.GW.EnsureChannel(ctx, s.lane.ChatID, s.name); err != nil {
+			if e := core.AsError(err); e.Code != core.CodeInternal {
+				return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a full directory
+			}
 			d.cfg.Log.Error("mobile: the device's channel", "device", hubID, "err", err)
 			return nil, fatal(errorf(CodeInternal, "internal error"))
 		}
@@ -213,14 +222,19 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	s.codec = newCodec(d, hubID, s.lane, hubID)
 	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName, Token: tokenKey(grant.TokenID, h.Token)}, s.codec)
 	if err != nil {
+		if e := core.AsError(err); e.Code != core.CodeInternal {
+			return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a bound (the token's connections)
+		}
 		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
 		return nil, fatal(errorf(CodeInternal, "internal error"))
 	}
 	s.conn = conn
 	s.codec.setConn(conn)
-	d.mu.Lock()
-	d.sessions[hubID] = s
-	d.mu.Unlock()
+	if !grant.Deliver { // a service is no delivery's target
+		d.mu.Lock()
+		d.sessions[hubID] = s
+		d.mu.Unlock()
+	}
 	// Files go both ways through the media store: a gateway without one
 	// announces none.
 	in, out := mediaInKinds, mediaOutKinds
@@ -326,7 +340,13 @@ func (s *Session) reply(v any) { s.conn.Send(hub.Out{Data: marshal(v)}) }
 
 func (s *Session) caller() gateway.Caller { return gateway.Caller{Conn: s.conn} }
 
+// serviceFrames are what a service session (a delivery token) may send.
+var serviceFrames = map[string]bool{"hello": true, "ping": true, "deliver": true, "ack": true}
+
 func (s *Session) dispatch(ctx context.Context, f *inFrame) *Error {
+	if s.deliver && !serviceFrames[f.T] {
+		return errorf(CodeForbidden, "a delivery token opens a service connection, which may send deliver and ping only, not %s", f.T)
+	}
 	switch f.T {
 	case "hello":
 		return errorf(CodeBadFrame, "already said hello on this connection")
