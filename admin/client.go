@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/internal/datadir"
+	"github.com/irisgate/irisgate/internal/httperr"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -301,7 +302,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return errorOf(res)
+		return httperr.Read(res, maxBody)
 	}
 	return json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(out)
 }

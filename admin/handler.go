@@ -3,14 +3,13 @@ package admin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/internal/httperr"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -131,54 +130,19 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		answer(w, nil, core.Errorf(core.CodeUnsupported, "malformed admin request: %v", err))
+		answer(w, nil, ErrMalformed.New(err))
 		return false
 	}
 	return true
 }
 
-// errorBody is how the admin API (and /api/send) answers a failure.
-type errorBody struct {
-	Error struct {
-		Code    core.Code `json:"code"`
-		Message string    `json:"message"`
-	} `json:"error"`
-}
-
 func answer(w http.ResponseWriter, v any, err error) {
-	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		e := core.AsError(err)
-		var body errorBody
-		body.Error.Code, body.Error.Message = e.Code, e.Message
-		if e.Code == core.CodeInternal && e.Err != nil {
-			// Only the gateway's owner reaches this socket: tell them.
-			body.Error.Message = "internal error: " + e.Err.Error()
-		}
-		w.WriteHeader(status(e.Code))
-		json.NewEncoder(w).Encode(body)
+		// Only the gateway's owner reaches this socket: an internal
+		// error's cause is told.
+		httperr.Write(w, err, true)
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
-}
-
-func status(c core.Code) int {
-	switch c {
-	case core.CodeNotFound:
-		return http.StatusNotFound
-	case core.CodeAuth, core.CodeForbidden:
-		return http.StatusForbidden
-	case core.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
-}
-
-// errorOf reads a failure answer back into the error it was.
-func errorOf(res *http.Response) error {
-	var body errorBody
-	if err := json.NewDecoder(io.LimitReader(res.Body, maxBody)).Decode(&body); err != nil || body.Error.Code == "" {
-		return errors.New("the gateway answered " + res.Status)
-	}
-	return core.Errorf(body.Error.Code, "%s", body.Error.Message)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/store"
@@ -52,7 +51,7 @@ func (o ops) tokens(ctx context.Context) ([]Token, error) {
 func (o ops) revokeToken(ctx context.Context, ref string) (Revoked, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return Revoked{}, core.Errorf(core.CodeUnsupported, "name the token: its id (tok_…) from irisgate token list, or the token itself")
+		return Revoked{}, ErrNoTokenRef.New()
 	}
 	toks, err := o.st.Tokens(ctx)
 	if err != nil {
@@ -67,13 +66,12 @@ func (o ops) revokeToken(ctx context.Context, ref string) (Revoked, error) {
 	}
 	if found == nil {
 		if strings.HasPrefix(ref, "tok_") {
-			return Revoked{}, core.Errorf(core.CodeNotFound, "no token with id %s (irisgate token list shows them)", ref)
+			return Revoked{}, ErrUnknownToken.New(ref)
 		}
-		return Revoked{}, core.Errorf(core.CodeNotFound, "no stored token has this value: revoke by the tok_ id irisgate token list shows "+
-			"(the fixed --token / IRISGATE_TOKEN and delivery tokens are not stored: change them in the configuration)")
+		return Revoked{}, ErrTokenValue.New()
 	}
 	if err := o.st.RevokeToken(ctx, found.ID); errors.Is(err, store.ErrNotFound) {
-		return Revoked{}, core.Errorf(core.CodeNotFound, "no token with id %s", found.ID)
+		return Revoked{}, ErrTokenGone.New(found.ID)
 	} else if err != nil {
 		return Revoked{}, err
 	}

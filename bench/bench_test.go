@@ -43,10 +43,10 @@ func serveChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	app, err := server.Open(server.AppConfig{
-		DataDir: parts[1], Token: parts[2], Agent: &agent.Echo{},
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	cfg := server.AppConfig{DataDir: parts[1], Token: parts[2],
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cfg.Agent = &agent.Echo{}
+	app, err := server.Open(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

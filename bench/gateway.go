@@ -42,7 +42,8 @@ func startGateway(o *Options, name string, ag agent.Agent, edit func(*server.App
 	logs := &logCounter{w: o.GatewayLog, counts: map[string]int{}}
 	// Every bench device says hello with the one token: its bound on live
 	// connections is lifted.
-	cfg := server.AppConfig{DataDir: dir, Token: Token, Agent: ag, Log: slog.New(logs), Bounds: gateway.Bounds{ConnsPerToken: 1 << 20}}
+	cfg := server.AppConfig{DataDir: dir, Token: Token, Log: slog.New(logs)}
+	cfg.Agent, cfg.Bounds = ag, gateway.Bounds{ConnsPerToken: 1 << 20}
 	if edit != nil {
 		edit(&cfg)
 	}

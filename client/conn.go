@@ -114,26 +114,13 @@ type Options struct {
 	ReadLimit int64
 }
 
-// Welcome is the hello.ack payload as this package gave it before irisv1,
-// with the capabilities as a map and the channels undecoded.
-//
-// Deprecated: use Conn.HelloAck. cmd/irisgate chat is its last user; it
-// goes when chat moves to irisv1 (issue 16, A4).
-type Welcome struct {
-	ServerCaps       map[string]any    `json:"server_caps"`
-	SyncCursor       int64             `json:"sync_cursor"`
-	LastPushedCursor int64             `json:"last_pushed_cursor"`
-	Channels         []json.RawMessage `json:"channels"`
-}
-
 // Conn is one authenticated connection.
 type Conn struct {
-	ws      *websocket.Conn
-	ack     irisv1.HelloAck
-	welcome Welcome
-	events  chan Frame
-	nextID  atomic.Int64
-	wmu     sync.Mutex // one writer at a time
+	ws     *websocket.Conn
+	ack    irisv1.HelloAck
+	events chan Frame
+	nextID atomic.Int64
+	wmu    sync.Mutex // one writer at a time
 
 	mu      sync.Mutex
 	waiters map[int64]chan Frame
@@ -182,10 +169,6 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("client: bad hello.ack: %w", err)
 	}
-	if err := f.Decode(&c.welcome); err != nil {
-		ws.CloseNow()
-		return nil, fmt.Errorf("client: bad hello.ack: %w", err)
-	}
 	c.nextID.Store(1)
 	go c.readLoop()
 	return c, nil
@@ -193,11 +176,6 @@ func Dial(ctx context.Context, url string, o Options) (*Conn, error) {
 
 // HelloAck returns the gateway's answer to hello.
 func (c *Conn) HelloAck() irisv1.HelloAck { return c.ack }
-
-// Welcome returns the hello.ack payload in its pre-irisv1 form.
-//
-// Deprecated: use HelloAck.
-func (c *Conn) Welcome() Welcome { return c.welcome }
 
 // Events delivers every frame received after hello.ack, replies included,
 // in order. It is closed when the connection ends.

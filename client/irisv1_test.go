@@ -25,9 +25,6 @@ func TestRequestsInIrisv1Types(t *testing.T) {
 	if !ack.ServerCaps.Streaming || len(ack.Channels) == 0 || ack.Channels[0].ChatID == "" {
 		t.Fatalf("hello.ack: %+v", ack)
 	}
-	if w := d.Welcome(); w.SyncCursor != ack.SyncCursor || len(w.Channels) != len(ack.Channels) {
-		t.Fatalf("Welcome %+v disagrees with HelloAck %+v", w, ack)
-	}
 	lane := client.Lane{ChatID: "default"}
 	f, err := d.Request(ctx, irisv1.TypeMessageSend, lane, irisv1.MessageSend{Text: "typed hello"})
 	if err != nil {

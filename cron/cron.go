@@ -96,11 +96,11 @@ func (s *Scheduler) Add(ctx context.Context, j store.CronJob) (store.CronJob, er
 // Add validates and stores a new job (the CLI uses it without a scheduler).
 func Add(ctx context.Context, st Store, j store.CronJob, now time.Time) (store.CronJob, error) {
 	if strings.TrimSpace(j.Prompt) == "" && strings.TrimSpace(j.Text) == "" {
-		return j, core.Errorf(core.CodeUnsupported, "a job needs a prompt or a text")
+		return j, ErrJobEmpty.New()
 	}
 	next, _, err := Next(j.Schedule, now)
 	if err != nil {
-		return j, core.Errorf(core.CodeUnsupported, "%v", err)
+		return j, ErrSchedule.Wrap(err, err)
 	}
 	if err := checkTarget(ctx, st, &j); err != nil {
 		return j, err
@@ -136,12 +136,12 @@ func Target(ctx context.Context, st Directory, l core.Lane) (core.Lane, error) {
 		ch, err = channelNamed(ctx, st, l.ChatID)
 	}
 	if err != nil {
-		return l, lookupErr(err, "unknown channel %q: give a chat_id from the channel list", l.ChatID)
+		return l, lookupErr(err, ErrUnknownChannel, l.ChatID)
 	}
 	l.ChatID = ch.ChatID
 	if ch.Kind == core.KindThread {
 		if l.ThreadID != "" && l.ThreadID != ch.ChatID {
-			return l, core.Errorf(core.CodeNotFound, "%q is a thread, not a channel: name its channel %q as the chat and it as the thread", l.ChatID, ch.ParentChatID)
+			return l, ErrTargetIsThread.New(l.ChatID, ch.ParentChatID)
 		}
 		l.ChatID, l.ThreadID = ch.ParentChatID, ch.ChatID
 	}
@@ -153,7 +153,7 @@ func Target(ctx context.Context, st Directory, l core.Lane) (core.Lane, error) {
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		return l, lookupErr(err, "unknown thread %q in channel %q", l.ThreadID, l.ChatID)
+		return l, lookupErr(err, ErrUnknownThread, l.ThreadID, l.ChatID)
 	}
 	return l, nil
 }
@@ -176,13 +176,13 @@ func channelNamed(ctx context.Context, st Directory, name string) (core.Channel,
 	case 1:
 		return found[0], nil
 	}
-	return core.Channel{}, core.Errorf(core.CodeNotFound, "%d channels are called %q: give the chat_id of one", len(found), name)
+	return core.Channel{}, ErrAmbiguousName.New(len(found), name)
 }
 
 // lookupErr says what was not found, or passes a failure of the store on.
-func lookupErr(err error, format string, args ...any) error {
+func lookupErr(err error, k *core.Kind, args ...any) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return core.Errorf(core.CodeNotFound, format, args...)
+		return k.New(args...)
 	}
 	return err
 }
@@ -378,21 +378,21 @@ func Act(ctx context.Context, st Store, action, id string, now time.Time) (store
 	switch action {
 	case ActPause, ActResume, ActRemove, ActRun:
 	default:
-		return store.CronJob{}, core.Errorf(core.CodeUnsupported, "unknown action %q on a job: use pause, resume, rm or run", action)
+		return store.CronJob{}, ErrUnknownAction.New(action)
 	}
 	j, err := st.CronJob(ctx, id)
 	if err != nil {
-		return j, lookupErr(err, "no cron job %q", id)
+		return j, lookupErr(err, ErrUnknownJob, id)
 	}
 	switch action {
 	case ActRemove:
-		return j, lookupErr(st.DeleteCronJob(ctx, id), "no cron job %q", id)
+		return j, lookupErr(st.DeleteCronJob(ctx, id), ErrUnknownJob, id)
 	case ActPause:
 		j.Enabled = false
 	case ActResume:
 		next, _, err := Next(j.Schedule, now)
 		if err != nil {
-			return j, core.Errorf(core.CodeUnsupported, "cannot resume %s: %v", j.ID, err)
+			return j, ErrResume.New(j.ID, err)
 		}
 		j.Enabled, j.NextRun = true, next
 	case ActRun:
@@ -401,9 +401,9 @@ func Act(ctx context.Context, st Store, action, id string, now time.Time) (store
 		j.Enabled, j.NextRun = true, now
 	}
 	if action == ActPause {
-		return j, lookupErr(st.PauseCronJob(ctx, j.ID), "no cron job %q", id)
+		return j, lookupErr(st.PauseCronJob(ctx, j.ID), ErrUnknownJob, id)
 	}
-	return j, lookupErr(st.SetCronState(ctx, j.ID, j.Enabled, j.NextRun), "no cron job %q", id)
+	return j, lookupErr(st.SetCronState(ctx, j.ID, j.Enabled, j.NextRun), ErrUnknownJob, id)
 }
 
 // RunNow makes a job due at once (irisgate cron run, /cron run).

@@ -9,3 +9,11 @@ import _ "embed"
 //
 //go:embed iris-v1.schema.json
 var IrisSchema []byte
+
+// Errors is the error catalogue's documentation (errors.md): every kind,
+// and how each target shows each code. core's TestErrorsDocumented keeps
+// it in step with the code; the mapping tests of each target check their
+// table.
+//
+//go:embed errors.md
+var Errors string

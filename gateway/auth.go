@@ -141,20 +141,16 @@ func (a *Auth) StopDelays() { a.stopOnce.Do(func() { close(a.stopped) }) }
 // Collectors are Auth's metrics, for the gateway's registry.
 func (a *Auth) Collectors() []prometheus.Collector { return []prometheus.Collector{a.failed, a.locked} }
 
-// MobileAccess is the Hermes Mobile token configuration besides the main
-// tokens (the fixed one and the stored ones).
-type MobileAccess struct {
-	// Bindings are tokens bound to devices, by the device's id in the
-	// gateway (MobileDevicePrefix + device.id): such a token admits only
-	// its device, and such a device only its tokens.
-	Bindings map[string][]string
-	// Deliver are the delivery tokens: they admit a service connection
-	// (cron, hermes send) that may send deliver frames.
-	Deliver []string
-	// Allowed, when not empty, is the only device.ids a phone may use.
-	// Delivery connections are services, not phones: the list does not
-	// apply to them.
-	Allowed []string
+// ExtraToken is a token a dialect's own configuration admits besides the
+// fixed and the stored ones: Hermes Mobile's bound tokens and delivery
+// tokens (wire/mobile).
+type ExtraToken struct {
+	Token string
+	ID    string // the grant's TokenID ("binding", "deliver")
+	// Device, when set, binds the token (the identity rule): an id in the
+	// gateway, or a Hermes Mobile device.id.
+	Device  string
+	Deliver bool // the grant may send deliver frames
 }
 
 // Attempt is one hello to admit.
@@ -167,8 +163,11 @@ type Attempt struct {
 	// Device is the device's id in the gateway: Iris's device_id as
 	// sent, MobileDevicePrefix + a Hermes Mobile device.id.
 	Device string
-	// Mobile is Hermes Mobile's own token configuration; nil for Iris.
-	Mobile *MobileAccess
+	// Extra are the dialect's own tokens.
+	Extra []ExtraToken
+	// Allow, when set, has the last word on a hello the tokens admit
+	// (Hermes Mobile's allowed devices): its error refuses it.
+	Allow func(Grant) error
 }
 
 // Grant is what an admitted hello may do.
@@ -194,7 +193,7 @@ const (
 
 // errHeld refuses a failing hello at once when its address has as many
 // delayed answers pending as it may.
-var errHeld = core.Errorf(core.CodeRateLimited, "too many failed hellos from this address are waiting for their answer: try again later")
+var errHeld = ErrHellosHeld.New()
 
 // logLine logs a line about a refused hello, within the global bound on
 // such lines (AuthLimits.LogEvery, LogBurst).
@@ -223,10 +222,12 @@ func truncateID(id string) string {
 	return id[:cut] + "…"
 }
 
-// Admit checks a hello. Errors: CodeAuth (no or an unknown token, a
-// device outside the allowed list, an Iris id in the Hermes Mobile
-// namespace) and CodeForbidden (a token bound to another device, or a
-// bound device claimed with another token). A hello with a wrong token
+// Admit checks a hello. Errors: CodeAuth (no or an unknown token, an
+// Iris id in the Hermes Mobile or the delivery services' namespace),
+// CodeUnsupported (an Iris device_id that is not one), CodeForbidden (a
+// token bound to another device, or a bound device claimed with another
+// token), CodeRateLimited (errHeld), and whatever Attempt.Allow refuses
+// with. A hello with a wrong token
 // counts as a failure of its address; past AuthLimits.Free of them its
 // answer waits (within ctx). A valid token is never held back by its
 // address's failures.
@@ -288,16 +289,16 @@ func (a *Auth) Admit(ctx context.Context, at Attempt) (Grant, error) {
 
 func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, MobileDevicePrefix) {
-		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to Hermes Mobile devices: choose another device_id", MobileDevicePrefix)
+		return Grant{}, reasonReserved, ErrReservedDevice.New(MobileDevicePrefix)
 	}
 	if at.Dialect == DialectIris && at.Device != "" && ValidBinding(at.Device) != nil {
-		return Grant{}, reasonBadDevice, core.Errorf(core.CodeUnsupported, "device_id must be at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
+		return Grant{}, reasonBadDevice, ErrDeviceID.New(MaxBindingLen)
 	}
 	if at.Dialect == DialectIris && strings.HasPrefix(at.Device, ServiceDevicePrefix) {
-		return Grant{}, reasonReserved, core.Errorf(core.CodeAuth, "device ids beginning with %q belong to delivery services: choose another device_id", ServiceDevicePrefix)
+		return Grant{}, reasonReserved, ErrServiceDevice.New(ServiceDevicePrefix)
 	}
 	if at.Token == "" {
-		return Grant{}, reasonNoToken, core.Errorf(core.CodeAuth, "hello carries no token")
+		return Grant{}, reasonNoToken, ErrNoToken.New()
 	}
 	h := sha256.Sum256([]byte(at.Token))
 	eq := func(hash []byte) bool { return subtle.ConstantTimeCompare(h[:], hash) == 1 }
@@ -308,23 +309,23 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 		bound   bool     // some token is bound to the device
 	)
 	// Every candidate is compared, in constant time each, so the time
-	// taken says nothing about which (if any) matched.
-	if m := at.Mobile; m != nil {
-		for dev, toks := range m.Bindings {
-			if bindingNames(dev, at.Device) {
-				bound = true
-			}
-			for _, t := range toks {
-				if th := sha256.Sum256([]byte(t)); eq(th[:]) {
-					matched, g.TokenID = true, "binding"
-					boundTo = append(boundTo, dev)
-				}
-			}
+	// taken says nothing about which (if any) matched. Bound tokens come
+	// first: a token bound to a device is bound whatever else it is.
+	for _, e := range at.Extra {
+		if e.Device == "" {
+			continue
 		}
-		for _, t := range m.Deliver {
-			if th := sha256.Sum256([]byte(t)); eq(th[:]) && !matched {
-				matched, g = true, Grant{TokenID: "deliver", Deliver: true}
-			}
+		if bindingNames(e.Device, at.Device) {
+			bound = true
+		}
+		if th := sha256.Sum256([]byte(e.Token)); eq(th[:]) {
+			matched, g.TokenID = true, e.ID
+			boundTo = append(boundTo, e.Device)
+		}
+	}
+	for _, e := range at.Extra {
+		if th := sha256.Sum256([]byte(e.Token)); e.Device == "" && eq(th[:]) && !matched {
+			matched, g = true, Grant{TokenID: e.ID, Deliver: e.Deliver}
 		}
 	}
 	if a.fixed != nil && eq(a.fixed) && !matched {
@@ -350,17 +351,18 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 		}
 	}
 	if !matched {
-		return Grant{}, reasonBadToken, core.Errorf(core.CodeAuth, "invalid token")
+		return Grant{}, reasonBadToken, ErrBadToken.New()
 	}
 	if len(boundTo) > 0 && !slices.ContainsFunc(boundTo, func(b string) bool { return bindingNames(b, at.Device) }) {
-		return Grant{}, reasonBoundToken, core.Errorf(core.CodeForbidden, "this token is bound to another device")
+		return Grant{}, reasonBoundToken, ErrTokenBound.New()
 	}
 	if len(boundTo) == 0 && bound {
-		return Grant{}, reasonBoundDevice, core.Errorf(core.CodeForbidden, "device %s is bound to another token", quote(at.Device))
+		return Grant{}, reasonBoundDevice, ErrDeviceBound.New(quote(at.Device))
 	}
-	if m := at.Mobile; m != nil && len(m.Allowed) > 0 && !g.Deliver &&
-		!slices.Contains(m.Allowed, strings.TrimPrefix(at.Device, MobileDevicePrefix)) {
-		return Grant{}, reasonNotAllowed, core.Errorf(core.CodeAuth, "device %s is not in the allowed devices list", quote(strings.TrimPrefix(at.Device, MobileDevicePrefix)))
+	if at.Allow != nil {
+		if err := at.Allow(g); err != nil {
+			return Grant{}, reasonNotAllowed, err
+		}
 	}
 	if stored != nil && g.TokenID == stored.ID {
 		a.st.TouchToken(ctx, stored.ID)
@@ -386,10 +388,10 @@ const MaxBindingLen = 128
 func ValidBinding(deviceID string) error {
 	if len(deviceID) > MaxBindingLen || !utf8.ValidString(deviceID) ||
 		strings.ContainsFunc(deviceID, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) {
-		return core.Errorf(core.CodeUnsupported, "a device id is at most %d bytes of UTF-8 without spaces or control characters", MaxBindingLen)
+		return ErrBinding.New(MaxBindingLen)
 	}
 	if deviceID == MobileDevicePrefix {
-		return core.Errorf(core.CodeUnsupported, "name the device after %q", MobileDevicePrefix)
+		return ErrBindingPrefix.New(MobileDevicePrefix)
 	}
 	return nil
 }

@@ -44,12 +44,12 @@ func TestAdmitIdentityRule(t *testing.T) {
 	shared, _, _ := CreateToken(ctx, st, "either", "tel-6")
 	anyTok, _, _ := CreateToken(ctx, st, "any", "")
 	a := quietAuth(st, "fixed-token", AuthLimits{})
-	mob := &MobileAccess{Bindings: map[string][]string{"mobile:tel-7": {"seven"}}, Deliver: []string{"cron-token"}}
+	mob := []ExtraToken{{Token: "seven", ID: "binding", Device: "mobile:tel-7"}, {Token: "cron-token", ID: "deliver", Deliver: true}}
 	iris := func(tok, dev string) Attempt {
 		return Attempt{Dialect: DialectIris, Addr: "192.0.2.1", Token: tok, Device: dev}
 	}
 	phone := func(tok, dev string) Attempt {
-		return Attempt{Dialect: DialectMobile, Addr: "192.0.2.1", Token: tok, Device: MobileDevicePrefix + dev, Mobile: mob}
+		return Attempt{Dialect: DialectMobile, Addr: "192.0.2.1", Token: tok, Device: MobileDevicePrefix + dev, Extra: mob}
 	}
 	for _, tc := range []struct {
 		name string

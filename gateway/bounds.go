@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -33,28 +32,20 @@ type Bounds struct {
 
 func (l *Bounds) defaults() {
 	if l.Channels == 0 {
-		l.Channels = 5000
+		l.Channels = DefaultChannels
 	}
 	if l.AutoThreadsPerMinute == 0 {
-		l.AutoThreadsPerMinute = 30
+		l.AutoThreadsPerMinute = DefaultAutoThreadsPerMinute
 	}
 	if l.ConnsPerToken == 0 {
-		l.ConnsPerToken = 64
+		l.ConnsPerToken = DefaultConnsPerToken
 	}
 	if l.Devices == 0 {
-		l.Devices = 10_000
+		l.Devices = DefaultDevices
 	}
 	if l.DeviceAge == 0 {
-		l.DeviceAge = 90 * 24 * time.Hour
+		l.DeviceAge = DefaultDeviceAge
 	}
-}
-
-func (l Bounds) directoryFull() error {
-	return core.Errorf(core.CodeRateLimited, "the channel directory is full (%d channels and threads): delete some first", l.Channels)
-}
-
-func (l Bounds) autoThreads() error {
-	return core.Errorf(core.CodeRateLimited, "more than %d new threads a minute: send into an existing thread, or wait a moment", l.AutoThreadsPerMinute)
 }
 
 // limits are what the gateway's own bounds hold (the turns' are package
@@ -90,7 +81,7 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	b.at = now
 	if b.left < 1 {
 		g.cfg.Metrics.Limited.WithLabelValues("auto_threads").Inc()
-		return g.cfg.Bounds.autoThreads()
+		return ErrAutoThreads.New(g.cfg.Bounds.AutoThreadsPerMinute)
 	}
 	b.left--
 	// Full budgets are forgotten: the map holds only the tokens that
@@ -112,7 +103,7 @@ func (g *Gateway) roomForChannel(tx store.Tx) error {
 	}
 	if n >= g.cfg.Bounds.Channels {
 		g.cfg.Metrics.Limited.WithLabelValues("channels").Inc()
-		return g.cfg.Bounds.directoryFull()
+		return ErrDirectoryFull.New(g.cfg.Bounds.Channels)
 	}
 	return nil
 }
@@ -137,7 +128,7 @@ func (g *Gateway) countConn(d Device) error {
 	}
 	if n >= g.cfg.Bounds.ConnsPerToken {
 		g.cfg.Metrics.Limited.WithLabelValues("token_conns").Inc()
-		return core.Errorf(core.CodeRateLimited, "%d connections of this token are open, as many as it may have: close one first", g.cfg.Bounds.ConnsPerToken)
+		return ErrTokenConns.New(g.cfg.Bounds.ConnsPerToken)
 	}
 	c.conns[d.Token]++
 	return nil

@@ -36,20 +36,20 @@ func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, pa
 	switch kind {
 	case "", core.KindChannel:
 		if parent != "" {
-			return core.Errorf(core.CodeUnsupported, "a channel has no parent_chat_id; use kind \"thread\"")
+			return ErrChannelParent.New()
 		}
 		c.Kind, c.ChatID = core.KindChannel, core.NewID("chan_")
 	case core.KindThread:
 		p, err := g.st.Channel(ctx, parent)
 		if err != nil {
-			return notFound(err, "unknown parent_chat_id "+quote(parent))
+			return notFound(err, ErrUnknownParent, quote(parent))
 		}
 		if p.Kind == core.KindThread {
-			return core.Errorf(core.CodeUnsupported, "threads cannot be nested: %q is a thread", parent)
+			return ErrNestedThread.New(parent)
 		}
 		c.Kind, c.ChatID, c.ParentChatID = core.KindThread, core.NewID("t_"), parent
 	default:
-		return core.Errorf(core.CodeUnsupported, "kind must be \"channel\" or \"thread\", not %q", kind)
+		return ErrChannelKind.New(kind)
 	}
 	return g.commit(ctx, func(tx store.Tx) error {
 		if err := g.roomForChannel(tx); err != nil {
@@ -84,7 +84,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 		}
 	}
 	if ch.Color != nil && *ch.Color != "" && !isColor(*ch.Color) {
-		return core.Errorf(core.CodeUnsupported, "color must be #RRGGBB, not %q", *ch.Color)
+		return ErrColor.New(*ch.Color)
 	}
 	var out core.Channel
 	var lost []string // entries the default flag moves away from
@@ -92,7 +92,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
-			return notFound(err, "unknown chat_id "+quote(chatID))
+			return notFound(err, ErrUnknownChat, quote(chatID))
 		}
 		if ch.Name != nil {
 			c.Name = *ch.Name
@@ -107,8 +107,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 					return err
 				}
 				if others+int64(len(*ch.Icon)) > MaxDirectoryIcons {
-					return core.Errorf(core.CodeMediaTooLarge, "the channels' icons together would be %d KiB, the limit is %d KiB: use smaller icons",
-						(others+int64(len(*ch.Icon)))>>10, MaxDirectoryIcons>>10)
+					return ErrIconsTooLarge.New((others+int64(len(*ch.Icon)))>>10, MaxDirectoryIcons>>10)
 				}
 			}
 			c.Icon = *ch.Icon
@@ -118,19 +117,19 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 		}
 		if ch.Automation != nil {
 			if c.Kind == core.KindDefault || c.IsDefault {
-				return core.Errorf(core.CodeNotFound, "the default channel cannot be an automation channel")
+				return ErrDefaultAutomate.New()
 			}
 			if c.Kind == core.KindThread {
-				return core.Errorf(core.CodeUnsupported, "a thread cannot be an automation channel; mark its channel")
+				return ErrThreadAutomate.New()
 			}
 			c.Automation = *ch.Automation
 		}
 		if ch.SetDefault {
 			if c.Kind == core.KindThread {
-				return core.Errorf(core.CodeUnsupported, "a thread cannot be the default channel")
+				return ErrThreadDefault.New()
 			}
 			if c.Automation {
-				return core.Errorf(core.CodeUnsupported, "an automation channel cannot be the default channel")
+				return ErrAutomateDefault.New()
 			}
 			if lost, err = tx.SetDefault(c.ChatID); err != nil {
 				return err
@@ -170,10 +169,10 @@ func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string)
 	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
-			return notFound(err, "unknown chat_id "+quote(chatID))
+			return notFound(err, ErrUnknownChat, quote(chatID))
 		}
 		if c.IsDefault || c.Kind == core.KindDefault {
-			return core.Errorf(core.CodeUnsupported, "the default channel cannot be deleted")
+			return ErrDeleteDefault.New()
 		}
 		gone, err = tx.DeleteChannel(chatID)
 		return err
@@ -198,16 +197,16 @@ func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string)
 func channelName(n string) (string, error) {
 	n = strings.TrimSpace(n)
 	if n == "" {
-		return "", core.Errorf(core.CodeUnsupported, "name is empty")
+		return "", ErrNameEmpty.New()
 	}
 	if !utf8.ValidString(n) {
-		return "", core.Errorf(core.CodeUnsupported, "name is not valid UTF-8")
+		return "", ErrNameNotUTF8.New()
 	}
 	if utf8.RuneCountInString(n) > MaxChannelName {
-		return "", core.Errorf(core.CodeUnsupported, "name is longer than %d characters", MaxChannelName)
+		return "", ErrNameTooLong.New(MaxChannelName)
 	}
 	if strings.IndexFunc(n, unicode.IsControl) >= 0 {
-		return "", core.Errorf(core.CodeUnsupported, "name contains control characters")
+		return "", ErrNameControl.New()
 	}
 	return n, nil
 }
@@ -228,17 +227,17 @@ func isColor(s string) bool {
 // the size from the encoded length before decoding anything.
 func checkIcon(s string) error {
 	if base64.StdEncoding.DecodedLen(len(s)) > MaxIconBytes+2 {
-		return core.Errorf(core.CodeMediaTooLarge, "icon is larger than %d KiB", MaxIconBytes>>10)
+		return ErrIconTooLarge.New(MaxIconBytes >> 10)
 	}
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return core.Errorf(core.CodeUnsupported, "icon is not valid base64: %v", err)
+		return ErrIconBase64.New(err)
 	}
 	if len(b) > MaxIconBytes {
-		return core.Errorf(core.CodeMediaTooLarge, "icon is larger than %d KiB", MaxIconBytes>>10)
+		return ErrIconTooLarge.New(MaxIconBytes >> 10)
 	}
 	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) && !bytes.HasPrefix(b, []byte{0xff, 0xd8, 0xff}) {
-		return core.Errorf(core.CodeUnsupported, "icon must be a PNG or JPEG image")
+		return ErrIconType.New()
 	}
 	return nil
 }

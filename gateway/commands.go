@@ -47,23 +47,23 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		return err
 	}
 	if ch.Automation {
-		return core.Errorf(core.CodeUnsupported, "%q is an automation channel: it only receives gateway output", ch.Name)
+		return ErrAutomationSend.New(ch.Name)
 	}
 	if len(req.Text) > MaxTextBytes {
-		return core.Errorf(core.CodeUnsupported, "text is %d bytes, the limit is %d", len(req.Text), MaxTextBytes)
+		return ErrTextTooLong.New(len(req.Text), MaxTextBytes)
 	}
 	if !utf8.ValidString(req.Text) {
-		return core.Errorf(core.CodeUnsupported, "text is not valid UTF-8")
+		return ErrTextNotUTF8.New()
 	}
 	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
-		return core.Errorf(core.CodeUnsupported, "empty message: send text or media_refs")
+		return ErrEmptyMessage.New()
 	}
 	refs, err := g.checkRefs(ctx, from.DeviceID(), req.MediaRefs)
 	if err != nil {
 		return err
 	}
 	if g.turns.Down() {
-		return turn.ErrShuttingDown
+		return turn.ErrShuttingDown.New()
 	}
 	name, args, isCmd := slash.Parse(req.Text)
 	var th *core.Channel
@@ -117,7 +117,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn, Slot: slot}); err != nil && err != turn.ErrShuttingDown {
+	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn, Slot: slot}); err != nil && !errors.Is(err, turn.ErrShuttingDown) {
 		return err
 	}
 	return nil
@@ -139,15 +139,15 @@ func (g *Gateway) resolveLane(ctx context.Context, l *core.Lane) (core.Channel, 
 	}
 	ch, err := g.st.Channel(ctx, l.ChatID)
 	if err != nil {
-		return ch, notFound(err, "unknown chat_id "+quote(l.ChatID))
+		return ch, notFound(err, ErrUnknownChat, quote(l.ChatID))
 	}
 	if ch.Kind == core.KindThread {
-		return ch, core.Errorf(core.CodeNotFound, "chat_id %q is a thread: use its parent as chat_id and it as thread_id", l.ChatID)
+		return ch, ErrChatIsThread.New(l.ChatID)
 	}
 	if l.ThreadID != "" {
 		th, err := g.st.Channel(ctx, l.ThreadID)
 		if err != nil || th.Kind != core.KindThread || th.ParentChatID != l.ChatID {
-			return ch, core.Errorf(core.CodeNotFound, "unknown thread_id %q in chat %q", l.ThreadID, l.ChatID)
+			return ch, ErrUnknownThread.New(l.ThreadID, l.ChatID)
 		}
 	}
 	return ch, nil
@@ -189,7 +189,7 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 // no turn running it is simply sent.
 func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
 	if strings.TrimSpace(text) == "" {
-		return core.Errorf(core.CodeUnsupported, "empty steer text")
+		return ErrEmptySteer.New()
 	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
@@ -200,14 +200,17 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
 }
 
+// maxDeleteIDs bounds one message.delete.
+const maxDeleteIDs = 1000
+
 // DeleteMessages removes messages of a lane from history and outbox and
 // tells every device. Ids already gone are announced all the same.
 func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane, ids []string) error {
 	if len(ids) == 0 {
-		return core.Errorf(core.CodeUnsupported, "message_ids is empty")
+		return ErrNoMessageIDs.New()
 	}
-	if len(ids) > 1000 {
-		return core.Errorf(core.CodeUnsupported, "at most 1000 message_ids at once")
+	if len(ids) > maxDeleteIDs {
+		return ErrTooManyIDs.New(maxDeleteIDs)
 	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
@@ -224,10 +227,10 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 // the others; a request with an id is answered with the receipt.
 func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, messageID string) error {
 	if messageID == "" {
-		return core.Errorf(core.CodeUnsupported, "read.receipt needs a message_id")
+		return ErrReceiptNoID.New()
 	}
 	if len(messageID) > maxMessageID {
-		return core.Errorf(core.CodeUnsupported, "message_id is longer than %d bytes", maxMessageID)
+		return ErrMessageIDTooLong.New(maxMessageID)
 	}
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
@@ -235,7 +238,7 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	// Only a message of the lane can be read: a receipt for anything else
 	// would be stored (and told to every device) for nothing.
 	if m, err := g.st.Message(ctx, messageID); errors.Is(err, store.ErrNotFound) || (err == nil && m.Lane != lk) {
-		return core.Errorf(core.CodeNotFound, "no message %s in this chat", quote(messageID))
+		return ErrReceiptUnknown.New(quote(messageID))
 	} else if err != nil {
 		return err
 	}
@@ -275,7 +278,7 @@ func (g *Gateway) History(ctx context.Context, lk core.Lane, before string, limi
 	}
 	ms, more, err := g.st.History(ctx, lk, before, limit)
 	if err != nil {
-		return nil, false, notFound(err, "unknown before_message_id "+quote(before))
+		return nil, false, notFound(err, ErrUnknownBefore, quote(before))
 	}
 	// Keep the newest messages that fit; the page goes on from the
 	// oldest kept, so nothing is skipped.
@@ -308,7 +311,7 @@ func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyT
 		// and keys are kept, the rest (expirationTime) is not.
 		var sub record.WebPush
 		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || sub.Check() != nil {
-			return core.Errorf(core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
+			return ErrWebPush.New()
 		}
 		if err := g.st.SetWebPush(ctx, from.DeviceID(), sub); err != nil {
 			return err

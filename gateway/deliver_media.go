@@ -27,7 +27,7 @@ type FileDelivery struct {
 // a bad target is refused before any byte is stored.
 func (g *Gateway) DeliverFiles(ctx context.Context, lk core.Lane) (*FileDelivery, error) {
 	if g.cfg.Media == nil {
-		return nil, errNoMedia
+		return nil, ErrNoMedia.New()
 	}
 	ch, err := g.resolveLane(ctx, &lk)
 	if err != nil {
@@ -41,7 +41,7 @@ func (g *Gateway) DeliverFiles(ctx context.Context, lk core.Lane) (*FileDelivery
 // past them is refused with CodeMediaTooLarge and nothing of it stays.
 func (d *FileDelivery) Add(ctx context.Context, filename, mimeType string, r io.Reader) (core.Media, error) {
 	if len(d.batch.Files()) >= MaxMediaRefs {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "at most %d files in one delivery", MaxMediaRefs)
+		return core.Media{}, ErrTooManyFiles.New(MaxMediaRefs)
 	}
 	return d.batch.Add(ctx, filename, mimeType, r)
 }
@@ -55,13 +55,13 @@ func (d *FileDelivery) Post(ctx context.Context, caption string) (core.Message, 
 	switch {
 	case len(files) == 0:
 		d.Abort(ctx)
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "a file delivery needs a file")
+		return core.Message{}, ErrNoFile.New()
 	case !utf8.ValidString(caption):
 		d.Abort(ctx)
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "text is not valid UTF-8")
+		return core.Message{}, ErrTextNotUTF8.New()
 	case len(caption) > MaxTextBytes:
 		d.Abort(ctx)
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "text is %d bytes, the limit is %d", len(caption), MaxTextBytes)
+		return core.Message{}, ErrTextTooLong.New(len(caption), MaxTextBytes)
 	}
 	lk := d.lane
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: caption, TS: time.Now().UnixMilli()}

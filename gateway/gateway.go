@@ -5,7 +5,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -106,16 +105,16 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		cfg.Agent = &agent.Echo{}
 	}
 	if cfg.OutboxKeep == 0 {
-		cfg.OutboxKeep = 200_000
+		cfg.OutboxKeep = DefaultOutboxKeep
 	}
 	if cfg.OutboxMaxAge == 0 {
-		cfg.OutboxMaxAge = 30 * 24 * time.Hour
+		cfg.OutboxMaxAge = DefaultOutboxMaxAge
 	}
 	if cfg.ProgressEvery == 0 {
-		cfg.ProgressEvery = time.Second
+		cfg.ProgressEvery = DefaultProgressEvery
 	}
 	if cfg.PruneEvery == 0 {
-		cfg.PruneEvery = time.Minute
+		cfg.PruneEvery = DefaultPruneEvery
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
@@ -268,11 +267,4 @@ func (g *Gateway) recover(ctx context.Context) error {
 		g.log.Info("answering messages left unanswered at the last stop", "turns", len(queued))
 	}
 	return nil
-}
-
-func notFound(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return core.Errorf(core.CodeNotFound, "%s", what)
-	}
-	return err
 }

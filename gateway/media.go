@@ -19,8 +19,6 @@ import (
 // MaxMediaRefs bounds the attachments of one message.
 const MaxMediaRefs = 32
 
-var errNoMedia = core.Errorf(core.CodeUnsupported, "this gateway takes no media")
-
 // UploadRequest is a media.upload.start.
 type UploadRequest struct {
 	Ref      string
@@ -34,10 +32,10 @@ type UploadRequest struct {
 // then carry its bytes (UploadChunk). Nothing answers it unless it fails.
 func (g *Gateway) UploadStart(ctx context.Context, from Caller, req UploadRequest) error {
 	if g.cfg.Media == nil {
-		return errNoMedia
+		return ErrNoMedia.New()
 	}
 	if from.Conn == nil {
-		return core.Errorf(core.CodeUnsupported, "uploads need a connection")
+		return ErrUploadNoConn.New()
 	}
 	// The limits on unfinished uploads are the device's and, since a
 	// device id is the client's to choose, its token's as well.
@@ -48,7 +46,7 @@ func (g *Gateway) UploadStart(ctx context.Context, from Caller, req UploadReques
 // error comes with the id of the request it answers (the upload's start).
 func (g *Gateway) UploadChunk(c *hub.Conn, data []byte) (int64, error) {
 	if g.cfg.Media == nil {
-		return 0, errNoMedia
+		return 0, ErrNoMedia.New()
 	}
 	return g.cfg.Media.Write(c.ID, data)
 }
@@ -57,10 +55,10 @@ func (g *Gateway) UploadChunk(c *hub.Conn, data []byte) (int64, error) {
 // for a while (media.Limits.RefTTL).
 func (g *Gateway) UploadEnd(ctx context.Context, from Caller, ref, sha256 string) error {
 	if g.cfg.Media == nil {
-		return errNoMedia
+		return ErrNoMedia.New()
 	}
 	if from.Conn == nil {
-		return core.Errorf(core.CodeUnsupported, "uploads need a connection")
+		return ErrUploadNoConn.New()
 	}
 	_, err := g.cfg.Media.End(ctx, from.Conn.ID, from.Conn.DeviceID, ref, sha256)
 	return err
@@ -75,10 +73,10 @@ func (g *Gateway) UploadEnd(ctx context.Context, from Caller, ref, sha256 string
 // are.
 func (g *Gateway) KeepFile(ctx context.Context, from Caller, kind, mime, filename string, r io.Reader) (ref string, err error) {
 	if g.cfg.Media == nil {
-		return "", errNoMedia
+		return "", ErrNoMedia.New()
 	}
 	if from.Conn == nil {
-		return "", core.Errorf(core.CodeUnsupported, "files need a connection")
+		return "", ErrFilesNoConn.New()
 	}
 	ref = core.NewID("kept_")
 	_, err = g.cfg.Media.Put(ctx, from.Conn.DeviceID, ref, core.Media{Kind: kind, Mime: mime, Filename: filename}, r)
@@ -92,11 +90,11 @@ func (g *Gateway) TakesMedia() bool { return g.cfg.Media != nil }
 // PullMedia opens a stored file for a device to read. The caller closes it.
 func (g *Gateway) PullMedia(ctx context.Context, mediaID string) (core.Media, *os.File, error) {
 	if g.cfg.Media == nil {
-		return core.Media{}, nil, errNoMedia
+		return core.Media{}, nil, ErrNoMedia.New()
 	}
 	m, err := g.st.Media(ctx, mediaID)
 	if err != nil {
-		return m, nil, notFound(err, "unknown media_id "+quote(mediaID))
+		return m, nil, notFound(err, ErrUnknownMedia, quote(mediaID))
 	}
 	f, err := g.cfg.Media.Open(m)
 	return m, f, err
@@ -117,7 +115,7 @@ func (g *Gateway) checkRefs(ctx context.Context, dev string, refs []string) ([]s
 		return nil, nil
 	}
 	if g.cfg.Media == nil {
-		return nil, errNoMedia
+		return nil, ErrNoMedia.New()
 	}
 	var uniq []string // a ref sent twice is attached once
 	for _, r := range refs {
@@ -127,11 +125,11 @@ func (g *Gateway) checkRefs(ctx context.Context, dev string, refs []string) ([]s
 	}
 	refs = uniq
 	if len(refs) > MaxMediaRefs {
-		return nil, core.Errorf(core.CodeUnsupported, "at most %d media_refs in one message", MaxMediaRefs)
+		return nil, ErrTooManyRefs.New(MaxMediaRefs)
 	}
 	for _, r := range refs {
 		if _, err := g.st.Upload(ctx, dev, r); err != nil {
-			return nil, notFound(err, "unknown media_ref "+quote(r)+": not an acknowledged upload of this device (or it expired)")
+			return nil, notFound(err, ErrUnknownRef, quote(r))
 		}
 	}
 	return refs, nil
@@ -143,7 +141,7 @@ func attach(tx store.Tx, dev string, refs []string, m *core.Message) error {
 	for _, r := range refs {
 		md, err := tx.AttachUpload(dev, r, m.Lane, m.ID)
 		if err != nil {
-			return notFound(err, "unknown media_ref "+quote(r)+": it expired or was used meanwhile")
+			return notFound(err, ErrRefGone, quote(r))
 		}
 		m.Media = append(m.Media, md)
 	}
@@ -166,7 +164,7 @@ func (g *Gateway) withPaths(ms []core.Media) []core.Media {
 // (which must exist) and offers it to the devices with a media.offer.
 func (g *Gateway) offerFile(ctx context.Context, lk core.Lane, messageID, path string) (core.Media, error) {
 	if g.cfg.Media == nil {
-		return core.Media{}, errNoMedia
+		return core.Media{}, ErrNoMedia.New()
 	}
 	errGone := errors.New("the reply was deleted")
 	id := core.NewID("md_")

@@ -28,7 +28,7 @@ func (g *Gateway) EnsureChannel(ctx context.Context, chatID, name string) (core.
 	c, err := g.st.Channel(ctx, chatID)
 	if err == nil {
 		if c.Kind == core.KindThread {
-			return c, core.Errorf(core.CodeUnsupported, "chat_id %s is a thread", quote(chatID))
+			return c, ErrLaneIsThread.New(quote(chatID))
 		}
 		return c, nil
 	}
@@ -89,10 +89,10 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 		return core.Message{}, err
 	}
 	if !utf8.ValidString(text) || strings.TrimSpace(text) == "" {
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "a delivery needs non-empty UTF-8 text")
+		return core.Message{}, ErrDeliveryText.New()
 	}
 	if len(text) > MaxTextBytes {
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "text is %d bytes, the limit is %d", len(text), MaxTextBytes)
+		return core.Message{}, ErrTextTooLong.New(len(text), MaxTextBytes)
 	}
 	now := time.Now().UnixMilli()
 	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, TS: now}

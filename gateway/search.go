@@ -48,8 +48,8 @@ func (g *Gateway) Search(ctx context.Context, req SearchRequest) (string, store.
 		}
 		lane = &req.Lane
 	default:
-		return "", store.SearchPage{}, core.Errorf(core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s", quote(req.Scope))
+		return "", store.SearchPage{}, ErrSearchScope.New(quote(req.Scope))
 	}
 	page, err := g.st.SearchPageBefore(ctx, req.Query, lane, req.Before, req.Limit)
-	return req.Scope, page, notFound(err, "unknown before_message_id "+quote(req.Before))
+	return req.Scope, page, notFound(err, ErrUnknownBefore, quote(req.Before))
 }

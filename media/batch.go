@@ -38,9 +38,9 @@ func (b *Batch) Add(ctx context.Context, filename, declared string, r io.Reader)
 	if err == errTooLarge {
 		name := CleanName(filename)
 		if limit < lim.MaxSize {
-			return m, core.Errorf(core.CodeMediaTooLarge, "%q: the files of one delivery may hold %d bytes together", name, lim.MaxPendingBytes)
+			return m, ErrDeliveryTooLarge.New(name, lim.MaxPendingBytes)
 		}
-		return m, core.Errorf(core.CodeMediaTooLarge, "%q is larger than this gateway's limit of %d bytes", name, lim.MaxSize)
+		return m, ErrFileTooLarge.New(name, lim.MaxSize)
 	}
 	if err != nil {
 		return m, err

@@ -30,16 +30,16 @@ const (
 // file name, the file name from the ref. size must be given.
 func Describe(ref, kind, mimeType, filename string, size *int64) (core.Media, error) {
 	if ref == "" {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "media_ref is required")
+		return core.Media{}, ErrNoRef.New()
 	}
 	if len(ref) > MaxRefBytes || !utf8.ValidString(ref) || strings.IndexFunc(ref, unicode.IsControl) >= 0 {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "media_ref must be at most %d bytes of printable text", MaxRefBytes)
+		return core.Media{}, ErrBadRef.New(MaxRefBytes)
 	}
 	if size == nil {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "size is required: the file's length in bytes")
+		return core.Media{}, ErrNoSize.New()
 	}
 	if *size < 0 {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "size must not be negative")
+		return core.Media{}, ErrNegativeSize.New()
 	}
 	m := core.Media{Size: *size, Filename: CleanName(filename)}
 	if m.Filename == "" {
@@ -51,7 +51,7 @@ func Describe(ref, kind, mimeType, filename string, size *int64) (core.Media, er
 	if mimeType != "" {
 		mt, _, err := mime.ParseMediaType(mimeType)
 		if err != nil || len(mt) > maxMimeBytes || !strings.Contains(mt, "/") {
-			return core.Media{}, core.Errorf(core.CodeUnsupported, "mime %q is not a media type (like image/jpeg)", quoteCut(mimeType))
+			return core.Media{}, ErrBadMime.New(quoteCut(mimeType))
 		}
 		m.Mime = mt
 	} else {
@@ -63,7 +63,7 @@ func Describe(ref, kind, mimeType, filename string, size *int64) (core.Media, er
 	case isKind(kind):
 		m.Kind = kind
 	default:
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "kind must be one of %s, not %q", strings.Join(Kinds, ", "), quoteCut(kind))
+		return core.Media{}, ErrBadKind.New(strings.Join(Kinds, ", "), quoteCut(kind))
 	}
 	return m, nil
 }
@@ -152,15 +152,15 @@ func (s *Store) Ingest(ctx context.Context, path string, record func(core.Media)
 	}
 	name := filepath.Base(path)
 	if !st.Mode().IsRegular() {
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "%s is not a regular file", name)
+		return core.Media{}, ErrNotRegular.New(name)
 	}
 	if st.Size() > s.lim.MaxSize {
-		return core.Media{}, core.Errorf(core.CodeMediaTooLarge, "%s is %d bytes; the limit is %d", name, st.Size(), s.lim.MaxSize)
+		return core.Media{}, ErrOfferTooLarge.New(name, st.Size(), s.lim.MaxSize)
 	}
 	// The file may grow while it is copied: the limit holds all the same.
 	t, m, err := s.receive(f, name, "", s.lim.MaxSize)
 	if err == errTooLarge {
-		err = core.Errorf(core.CodeMediaTooLarge, "%s grew past the limit of %d bytes", name, s.lim.MaxSize)
+		err = ErrOfferGrew.New(name, s.lim.MaxSize)
 	}
 	if err != nil {
 		return core.Media{}, err

@@ -24,7 +24,7 @@ func (s *Store) Put(ctx context.Context, dev, ref string, m core.Media, r io.Rea
 	}
 	t, got, err := s.receive(r, d.Filename, m.Mime, s.lim.MaxSize)
 	if err == errTooLarge {
-		err = core.Errorf(core.CodeMediaTooLarge, "%q is larger than this gateway's limit of %d bytes", d.Filename, s.lim.MaxSize)
+		err = ErrFileTooLarge.New(d.Filename, s.lim.MaxSize)
 	}
 	if err != nil {
 		return core.Media{}, err

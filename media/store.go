@@ -140,7 +140,7 @@ func (s *Store) Path(sha string) string {
 func (s *Store) Open(m core.Media) (*os.File, error) {
 	f, err := os.Open(s.Path(m.SHA256))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, core.Errorf(core.CodeNotFound, "the file of media_id %q is gone from the gateway", m.ID)
+		return nil, ErrGone.New(m.ID)
 	}
 	return f, err
 }

@@ -61,7 +61,7 @@ const maxFailed = 16
 func (s *Store) Start(conn uint64, dev, tok string, reqID int64, ref, kind, mimeType, filename string, size *int64) error {
 	m, err := Describe(ref, kind, mimeType, filename, size)
 	if err == nil && m.Size > s.lim.MaxSize {
-		err = core.Errorf(core.CodeMediaTooLarge, "%q is %d bytes; the limit is %d", m.Filename, m.Size, s.lim.MaxSize)
+		err = ErrUploadTooLarge.New(m.Filename, m.Size, s.lim.MaxSize)
 	}
 	var old *upload
 	s.mu.Lock()
@@ -102,17 +102,17 @@ func (s *Store) startLocked(conn uint64, dev, tok string, reqID int64, ref strin
 		d = &devUploads{id: dev}
 	}
 	if d.n >= s.lim.MaxPending {
-		return old, core.Errorf(core.CodeRateLimited, "this device has %d unfinished uploads, the limit: end one (media.upload.end) before starting another", d.n)
+		return old, ErrDeviceUploads.New(d.n)
 	}
 	if d.bytes+m.Size > s.lim.MaxPendingBytes {
-		return old, core.Errorf(core.CodeRateLimited, "this device's unfinished uploads would hold %d bytes; the limit is %d: end some first", d.bytes+m.Size, s.lim.MaxPendingBytes)
+		return old, ErrDeviceUploadBytes.New(d.bytes+m.Size, s.lim.MaxPendingBytes)
 	}
 	td := s.toks[tok]
 	if td == nil {
 		td = &devUploads{id: tok}
 	}
 	if k := s.lim.TokenDevices; td.n >= k*s.lim.MaxPending || td.bytes+m.Size > int64(k)*s.lim.MaxPendingBytes {
-		return old, core.Errorf(core.CodeRateLimited, "the devices of this token have %d unfinished uploads (%d bytes declared); the limit is %d devices' worth: end some first", td.n, td.bytes, k)
+		return old, ErrTokenUploads.New(td.n, td.bytes, k)
 	}
 	t, err := s.newTemp()
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Store) Write(conn uint64, data []byte) (reqID int64, err error) {
 	}
 	s.mu.Unlock()
 	if u == nil {
-		return 0, core.Errorf(core.CodeUnsupported, "binary frame outside a media upload: send media.upload.start first")
+		return 0, ErrNoOpenUpload.New()
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -157,11 +157,11 @@ func (s *Store) Write(conn uint64, data []byte) (reqID int64, err error) {
 		return 0, nil
 	}
 	if u.tmp.n+int64(len(data)) > u.meta.Size {
-		return u.reqID, s.fail(u, core.Errorf(core.CodeMediaTooLarge, "upload %q: more bytes than the declared size of %d", u.ref, u.meta.Size))
+		return u.reqID, s.fail(u, ErrUploadOverrun.New(u.ref, u.meta.Size))
 	}
 	if _, err := u.tmp.Write(data); err != nil {
 		s.log.Error("media: writing an upload", "ref", u.ref, "err", err)
-		return u.reqID, s.fail(u, core.Errorf(core.CodeInternal, "upload %q: the gateway could not store its bytes", u.ref))
+		return u.reqID, s.fail(u, ErrUploadStore.Wrap(err, u.ref))
 	}
 	return 0, nil
 }
@@ -195,7 +195,7 @@ func (s *Store) End(ctx context.Context, conn uint64, dev, ref, sum string) (cor
 	}
 	s.mu.Unlock()
 	if u == nil {
-		return core.Media{}, core.Errorf(core.CodeNotFound, "no upload %q on this connection (send media.upload.start first; uploads end with their connection)", ref)
+		return core.Media{}, ErrUnknownUpload.New(ref)
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -209,16 +209,16 @@ func (s *Store) End(ctx context.Context, conn uint64, dev, ref, sum string) (cor
 	s.mu.Unlock()
 	if t.n != u.meta.Size {
 		t.discard()
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "upload %q is incomplete: %d of %d bytes arrived", ref, t.n, u.meta.Size)
+		return core.Media{}, ErrUploadIncomplete.New(ref, t.n, u.meta.Size)
 	}
 	sum = strings.ToLower(strings.TrimSpace(sum))
 	if !isSHA256(sum) {
 		t.discard()
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "upload %q: sha256 must be 64 hex digits", ref)
+		return core.Media{}, ErrBadSHA256.New(ref)
 	}
 	if got := t.sum(); got != sum {
 		t.discard()
-		return core.Media{}, core.Errorf(core.CodeUnsupported, "upload %q: sha256 mismatch: the %d bytes received hash to %s", ref, t.n, got)
+		return core.Media{}, ErrSHA256Mismatch.New(ref, t.n, got)
 	}
 	m := u.meta
 	m.SHA256 = sum

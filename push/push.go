@@ -77,10 +77,12 @@ const (
 	ContentIDs     = "ids"
 )
 
-// Defaults of Config.
+// Defaults of Config. DefaultHold is the command line's: a zero Hold
+// sends at once.
 const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 8
+	DefaultHold        = 2 * time.Second
 )
 
 // Config configures the pusher.

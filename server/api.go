@@ -15,6 +15,7 @@ import (
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/internal/httperr"
 )
 
 // The HTTP API for scripts and browsers, beside the WebSocket.
@@ -43,7 +44,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	// Cross-site pages were refused before (sameOriginWrites).
 	local := admin.IsLocal(r.Context())
 	if !local && !s.hasDeliverToken(r) {
-		apiError(w, http.StatusForbidden, core.Errorf(core.CodeAuth, "a delivery token is required (--deliver-tokens, sent as Authorization: Bearer …); on the gateway's own machine irisgate send needs none"))
+		writeError(w, ErrDeliverToken.New())
 		return
 	}
 	var (
@@ -58,15 +59,14 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	default:
 		// A page of any site may post text/plain or a form without asking
 		// first; JSON as JSON is what scripts send.
-		apiError(w, http.StatusUnsupportedMediaType, core.Errorf(core.CodeUnsupported, "Content-Type must be application/json (text) or multipart/form-data (files), not %q", r.Header.Get("Content-Type")))
+		writeError(w, httperr.ErrContentType.New(sendTypes, r.Header.Get("Content-Type")))
 		return
 	}
 	if err != nil {
-		e := core.AsError(err)
-		if e.Code == core.CodeInternal {
+		if core.AsError(err).Code == core.CodeInternal {
 			s.log.Error("api send", "err", err)
 		}
-		apiError(w, apiStatus(e.Code), e)
+		writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -84,10 +84,9 @@ func (s *Server) sendJSON(r *http.Request) (core.Message, error) {
 		if body.N <= 0 {
 			// Cut off, the body would read as broken JSON ("unexpected
 			// EOF"): say what is really wrong.
-			return core.Message{}, core.Errorf(core.CodeUnsupported, "the JSON body is larger than %d bytes (text may be %d): send more as a file, in a multipart/form-data body",
-				maxSendBody, gateway.MaxTextBytes)
+			return core.Message{}, ErrSendBodyTooLarge.New(maxSendBody, gateway.MaxTextBytes)
 		}
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "the body must be JSON {chat_id, thread_id?, text} or multipart/form-data with a file: %v", err)
+		return core.Message{}, ErrSendBody.New(err)
 	}
 	lane := core.Lane{ChatID: req.ChatID, ThreadID: req.ThreadID}
 	if err := s.gw.NameLane(r.Context(), &lane); err != nil {
@@ -103,7 +102,7 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 	ctx := r.Context()
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return core.Message{}, core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
+		return core.Message{}, ErrMultipart.New(err)
 	}
 	var (
 		lane    core.Lane
@@ -121,7 +120,7 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 			break
 		}
 		if err != nil {
-			return core.Message{}, core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
+			return core.Message{}, ErrMultipart.New(err)
 		}
 		if p.FileName() == "" {
 			v, err := formValue(p)
@@ -131,7 +130,7 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 			switch p.FormName() {
 			case "chat_id", "thread_id":
 				if del != nil {
-					return core.Message{}, core.Errorf(core.CodeUnsupported, "%s must come before the file parts", p.FormName())
+					return core.Message{}, ErrLaneAfterFiles.New(p.FormName())
 				}
 				if p.FormName() == "chat_id" {
 					lane.ChatID = v
@@ -157,7 +156,7 @@ func (s *Server) sendForm(r *http.Request) (core.Message, error) {
 			if body.err != nil && !errors.As(err, new(*core.Error)) {
 				// The sender's fault (it went away, or its body is
 				// malformed), not the gateway's.
-				return core.Message{}, core.Errorf(core.CodeUnsupported, "the body broke off in %q: %v", p.FileName(), body.err)
+				return core.Message{}, ErrBodyBrokeOff.New(p.FileName(), body.err)
 			}
 			return core.Message{}, err
 		}
@@ -194,10 +193,10 @@ func (p *partReader) Read(b []byte) (int, error) {
 func formValue(p *multipart.Part) (string, error) {
 	b, err := io.ReadAll(io.LimitReader(p, maxFormField+1))
 	if err != nil {
-		return "", core.Errorf(core.CodeUnsupported, "multipart body: %v", err)
+		return "", ErrMultipart.New(err)
 	}
 	if len(b) > maxFormField {
-		return "", core.Errorf(core.CodeUnsupported, "the field %s is longer than %d bytes", p.FormName(), maxFormField)
+		return "", ErrFieldTooLong.New(p.FormName(), maxFormField)
 	}
 	return string(b), nil
 }
@@ -217,23 +216,6 @@ func sendResult(m core.Message) map[string]any {
 		res["media"] = files
 	}
 	return res
-}
-
-// apiStatus is the HTTP status of an error code.
-func apiStatus(c core.Code) int {
-	switch c {
-	case core.CodeNotFound:
-		return http.StatusNotFound
-	case core.CodeMediaTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case core.CodeAuth, core.CodeForbidden:
-		return http.StatusForbidden
-	case core.CodeRateLimited:
-		return http.StatusTooManyRequests
-	case core.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
 }
 
 // hasDeliverToken reports whether r carries one of the delivery tokens.
@@ -257,19 +239,9 @@ func (s *Server) hasDeliverToken(r *http.Request) bool {
 // handleWebPushKey offers browsers the VAPID public key to subscribe with.
 func (s *Server) handleWebPushKey(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.WebPushKey == "" {
-		apiError(w, http.StatusNotFound, core.Errorf(core.CodeNotFound, "web push is not configured"))
+		writeError(w, ErrNoWebPush.New())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]string{"public_key": s.cfg.WebPushKey})
-}
-
-func apiError(w http.ResponseWriter, status int, err error) {
-	var e *core.Error
-	if !errors.As(err, &e) {
-		e = core.AsError(err)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": string(e.Code), "message": e.Message}})
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
@@ -26,43 +25,29 @@ import (
 	"github.com/irisgate/irisgate/store"
 )
 
-// AppConfig is everything a running gateway needs.
+// AppConfig is everything a running gateway needs: the packages' own
+// configurations, each with its zero fields taking that package's
+// defaults.
 type AppConfig struct {
-	DataDir       string
-	Token         string // a fixed token, valid besides the stored ones
-	Agent         agent.Agent
-	ShowReasoning bool
-	OutboxKeep    int64
-	OutboxMaxAge  time.Duration
-	QueueLimits   hub.Limits
-	Server        Config
-	Log           *slog.Logger
-	// Workdir is where the agent's tools run; AskTimeout bounds approvals
-	// and questions; FastModel is what /fast switches to.
-	Workdir    string
-	AskTimeout time.Duration
-	FastModel  string
-	Push       PushConfig
-	// Media bounds uploads and the files the agent sends (MaxSize: 64 MiB
-	// by default); the files live in DataDir/media.
+	DataDir string
+	Token   string // a fixed token, valid besides the stored ones
+	Log     *slog.Logger
+	// Config is the gateway's (the agent, outbox retention, …). Open sets
+	// its Pusher, Media and Metrics: they are made from the rest.
+	gateway.Config
+	QueueLimits hub.Limits
+	Server      Config
+	Push        PushConfig
+	// Media bounds uploads and the files the agent sends; the files live
+	// in DataDir/media. (It shadows gateway.Config's Media, the store
+	// Open makes with these limits.)
 	Media media.Limits
-	// AuthLimits bound token guessing (gateway.AuthLimits' defaults when
-	// zero).
+	// AuthLimits bound token guessing.
 	AuthLimits gateway.AuthLimits
 	// Version is what the admin socket reports (irisgate version), with
 	// Listen (the address served on) and PublicURL, for irisgate pair.
 	Version           string
 	Listen, PublicURL string
-	// ModelHTTPClient is the model backend's HTTP client (the one in its
-	// agent.ModelConfig), which auto-thread titles use too; nil: the
-	// OpenAI client's default. AutoTitleHermes lets the first model
-	// provider name a Hermes lane's threads (gateway.Config).
-	ModelHTTPClient *http.Client
-	AutoTitleHermes bool
-	// Bounds bound the turns across lanes, the channel directory, a
-	// token's connections and the device rows (gateway.Bounds' defaults
-	// when zero).
-	Bounds gateway.Bounds
 }
 
 // App is a whole gateway: store, hub, core and server, wired together.
@@ -177,11 +162,9 @@ func Open(cfg AppConfig) (*App, error) {
 	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
 		return fail(fmt.Errorf("media directory: %w", err))
 	}
-	a.GW = gateway.New(st, a.Hub, cfg.Log, gateway.Config{
-		Agent: cfg.Agent, ShowReasoning: cfg.ShowReasoning, OutboxKeep: cfg.OutboxKeep, OutboxMaxAge: cfg.OutboxMaxAge, Metrics: m,
-		Workdir: cfg.Workdir, AskTimeout: cfg.AskTimeout, FastModel: cfg.FastModel, Pusher: a.Push,
-		Media: a.Media, ModelHTTPClient: cfg.ModelHTTPClient, AutoTitleHermes: cfg.AutoTitleHermes, Bounds: cfg.Bounds,
-	})
+	gcfg := cfg.Config
+	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
+	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
 	reg.MustRegister(auth.Collectors()...)
@@ -206,7 +189,7 @@ func Open(cfg AppConfig) (*App, error) {
 			cfg.Log.Error("gateway core stopped", "err", err)
 		}
 	}()
-	go func() { defer a.wg.Done(); a.Hub.Run(ctx, 2*time.Second) }()
+	go func() { defer a.wg.Done(); a.Hub.Run(ctx, proofSaveEvery) }()
 	go func() { defer a.wg.Done(); a.Srv.Run(ctx) }()
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.Srv.watchTokens(ctx, time.Second) }()

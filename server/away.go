@@ -31,9 +31,11 @@ type PushConfig struct {
 	WebPushSubscriber string // mailto: or https: contact in the VAPID token
 	Content           string // full | preview | ids
 	// Hold is how long a lane's push waits for more news of the lane
-	// before it goes out (0: none; the command line's default is 2 s).
+	// before it goes out (0: none; the command line's default is
+	// push.DefaultHold).
 	Hold time.Duration
-	// Timeout bounds each request to a push service (0: 10 s).
+	// Timeout bounds each request to a push service (0:
+	// push.DefaultTimeout).
 	Timeout    time.Duration
 	HTTPClient *http.Client
 }

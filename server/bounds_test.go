@@ -19,6 +19,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/wire/mobile"
 )
@@ -290,7 +291,7 @@ func TestMobileUploadsBoundedPerToken(t *testing.T) {
 	}
 	for d := range mobile.TokenDevices {
 		p := connectPhone(t, g, fmt.Sprint("tel-", d))
-		for i := range mobile.MaxUploads {
+		for i := range mobilev1.MaxUploads {
 			p.send(chunk(fmt.Sprintf("u%d-%d", d, i)))
 		}
 		if fs := p.barrier(); countT(fs, "error") != 0 {
@@ -484,7 +485,7 @@ func TestLargeFramesBoundedInAll(t *testing.T) {
 	// frame's limit, less what the head holds) stays free, and another
 	// token draws on the rest: a budget of two frames would leave it
 	// only what the head holds.
-	const budget = 3 * mobile.MaxFrameBytes
+	const budget = 3 * mobilev1.MaxFrameBytes
 	g := mobileGW(t, func(c *server.AppConfig) { c.Server.MaxBuffered = budget })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -515,7 +516,7 @@ func TestLargeFramesBoundedInAll(t *testing.T) {
 	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 5)
 	// The phones stop at 8 MiB (and a buffer grows past what it read by
 	// at most a step): the head drew at most that past the share.
-	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used > mobile.MaxFrameBytes+8<<20+1<<20 {
+	if used := metric(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`); used > mobilev1.MaxFrameBytes+8<<20+1<<20 {
 		t.Fatalf("%v bytes drawn by one token's stalled phones, want at most a frame's limit and the head's 8 MiB", used)
 	}
 	// A laptop of another token sends a large message: it is not held up.

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 )
 
@@ -71,7 +70,7 @@ func (s *Server) httpBounds(h http.Handler) http.Handler {
 		key := gateway.AddrKey(s.clientAddr(r))
 		if !s.active.enter(key, s.cfg.MaxRequestsPerAddr) {
 			s.m.Limited.WithLabelValues("http_active").Inc()
-			apiError(w, http.StatusTooManyRequests, core.Errorf(core.CodeRateLimited, "too many requests from this address are being served: try again"))
+			writeError(w, ErrTooManyRequests.New())
 			return
 		}
 		defer s.active.leave(key)

@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/irisgate/irisgate/core"
 )
 
 // Where a request comes from, and whether a browser sent it from one of
@@ -176,7 +174,7 @@ func (s *Server) sameOriginWrites(h http.Handler) http.Handler {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
 			if !s.sameOrigin(r) {
-				apiError(w, http.StatusForbidden, core.Errorf(core.CodeForbidden, "cross-origin request refused: only the gateway's own pages (and --allowed-origins) may send it"))
+				writeError(w, ErrCrossOrigin.New())
 				return
 			}
 		}

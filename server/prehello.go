@@ -102,11 +102,13 @@ func (s *Server) startHello(c *websocket.Conn, w *helloWait) {
 		case evicted:
 			// At once, without a close handshake: a flood that does not
 			// answer one would keep each socket 5 s more, past the bound.
-			s.writeRawWithin(c, evictedFrame, time.Second)
+			// The frame is an error in every dialect (Server.refuse).
+			s.writeRawWithin(c, s.refusals.evicted.Frame, time.Second)
 			c.CloseNow()
 		default:
-			s.writeRaw(c, helloTimeoutFrame)
-			c.Close(websocket.StatusPolicyViolation, helloTimeoutReason)
+			f := s.refusals.timeout
+			s.writeRaw(c, f.Frame)
+			c.Close(f.Status, f.Reason)
 		}
 	})
 	if w.shutdown || w.evicted { // cut before its clock ran
@@ -162,11 +164,6 @@ func (s *Server) writeRawWithin(c *websocket.Conn, data []byte, d time.Duration)
 	defer cancel()
 	c.Write(ctx, websocket.MessageText, data)
 }
-
-// evictedFrame is sent to a connection closed because newer ones wait for
-// their hello: an error frame of both dialects, as helloTimeoutFrame.
-var evictedFrame = []byte(`{"v":1,"type":"error","payload":{"code":"rate_limited","message":"too many connections are waiting to say hello: try again"},` +
-	`"t":"error","code":"auth_required","message":"too many connections are waiting to say hello: try again","fatal":true}`)
 
 // Before the WebSocket upgrade, a TCP connection is net/http's: one that
 // sends no request (or idles between requests) costs a goroutine and its

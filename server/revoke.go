@@ -6,18 +6,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/irisgate/irisgate/hub"
-	"github.com/irisgate/irisgate/wire/iris"
-	"github.com/irisgate/irisgate/wire/mobile"
+	"github.com/irisgate/irisgate/wire"
 )
 
 // tokenConns indexes the live connections by the token they said hello
 // with, so that revoking a token ends its sessions at once.
 type tokenConns struct {
 	mu    sync.Mutex
-	conns map[string]map[*hub.Conn]string // token id → connection → dialect name
+	conns map[string]map[*hub.Conn]wire.Dialect // token id → connection → its dialect
 	// revoked remembers recent revocations: a hello checked just before
 	// its token was revoked registers just after, and is ended then.
 	revoked map[string]time.Time
@@ -30,7 +27,7 @@ const revokedMemory = 10 * time.Minute
 
 // add registers conn under token; false means the token was revoked
 // meanwhile and conn has been closed.
-func (t *tokenConns) add(token string, conn *hub.Conn, dialect string) bool {
+func (t *tokenConns) add(token string, conn *hub.Conn, dialect wire.Dialect) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, gone := t.revoked[token]; gone {
@@ -38,11 +35,11 @@ func (t *tokenConns) add(token string, conn *hub.Conn, dialect string) bool {
 		return false
 	}
 	if t.conns == nil {
-		t.conns = map[string]map[*hub.Conn]string{}
+		t.conns = map[string]map[*hub.Conn]wire.Dialect{}
 	}
 	m := t.conns[token]
 	if m == nil {
-		m = map[*hub.Conn]string{}
+		m = map[*hub.Conn]wire.Dialect{}
 		t.conns[token] = m
 	}
 	m[conn] = dialect
@@ -85,19 +82,7 @@ func (t *tokenConns) revoke(token string) int {
 
 // endRevoked queues the dialect's auth error and closes the connection
 // after it with 1008.
-func endRevoked(conn *hub.Conn, dialect string) {
-	var frame []byte
-	var reason string
-	if dialect == "mobile" {
-		f := mobile.Revoked()
-		frame, reason = f.Frame, f.Reason
-	} else {
-		f := iris.Revoked()
-		frame, reason = f.Frame, f.Reason
-	}
-	conn.Send(hub.Out{Data: frame})
-	conn.Close(&closeErr{websocket.StatusPolicyViolation, reason})
-}
+func endRevoked(conn *hub.Conn, dialect wire.Dialect) { end(conn, dialect.Revoked()) }
 
 // stored lists the stored tokens (tok_…) that have live connections: the
 // fixed, bound and delivery tokens of the configuration cannot be revoked.

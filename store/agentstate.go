@@ -131,20 +131,20 @@ type QueuedTurn struct {
 	CronJob   string // the job a cron turn runs; empty for a person's turn
 }
 
-// cronTurnPrefix marks a cron turn's id. A cron turn stores no message (its
+// CronTurnPrefix marks a cron turn's id. A cron turn stores no message (its
 // prompt is the job's, its answer a cron message posted at its end), so its
 // row is keyed by an id naming the job instead.
-const cronTurnPrefix = "cron:"
+const CronTurnPrefix = "cron:"
 
 // CronTurnID makes the id of one run of job jobID as a turn, unique per run
 // so two runs of a job queued in a lane do not share a row.
 func CronTurnID(jobID string) string {
-	return cronTurnPrefix + core.NewID("") + ":" + jobID
+	return CronTurnPrefix + core.NewID("") + ":" + jobID
 }
 
-// cronJobOf returns the job a turn id names; empty for a person's turn.
-func cronJobOf(id string) string {
-	rest, ok := strings.CutPrefix(id, cronTurnPrefix)
+// CronJobOf returns the job a turn id names; empty for a person's turn.
+func CronJobOf(id string) string {
+	rest, ok := strings.CutPrefix(id, CronTurnPrefix)
 	if !ok {
 		return ""
 	}
@@ -178,14 +178,14 @@ func (t *sqliteTx) EndTurn(messageID string) error {
 // which makes its job due again (package cron).
 func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
 	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
-		WHERE running = 1 OR message_id NOT LIKE '`+cronTurnPrefix+`%' ORDER BY seq`)
+		WHERE running = 1 OR message_id NOT LIKE '`+CronTurnPrefix+`%' ORDER BY seq`)
 }
 
 // OwedCronRuns lists the cron turns the last run queued but never started,
 // oldest first.
 func (s *Store) OwedCronRuns(ctx context.Context) ([]QueuedTurn, error) {
 	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
-		WHERE running = 0 AND message_id LIKE '`+cronTurnPrefix+`%' ORDER BY seq`)
+		WHERE running = 0 AND message_id LIKE '`+CronTurnPrefix+`%' ORDER BY seq`)
 }
 
 // ForgetTurn drops a turn's row outside the gateway's commits: the
@@ -209,7 +209,7 @@ func (s *Store) turns(ctx context.Context, q string) ([]QueuedTurn, error) {
 			return nil, err
 		}
 		q.Running = running == 1
-		q.CronJob = cronJobOf(q.MessageID)
+		q.CronJob = CronJobOf(q.MessageID)
 		out = append(out, q)
 	}
 	return out, rows.Err()

@@ -62,6 +62,10 @@ func outboxRow(ev *core.Event) OutboxRow {
 	return r
 }
 
+// OutboxRowOf is the columns an event's row is found and deleted by, for
+// any store: which lane and message deleting takes the frame with.
+func OutboxRowOf(ev *core.Event) OutboxRow { return outboxRow(ev) }
+
 // OutboxHead returns the newest cursor ever assigned (0 for none).
 func (s *Store) OutboxHead(ctx context.Context) (int64, error) {
 	var head sql.NullInt64

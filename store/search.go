@@ -126,7 +126,7 @@ func (s *Store) searchBelow(ctx context.Context, expr string, below int64, limit
 		if err := rows.Scan(&h.MessageID, &h.Lane.ChatID, &h.Lane.ThreadID, &h.Role, &h.TS, &marked); err != nil {
 			return nil, err
 		}
-		h.Snippet = snippet(marked, SnippetRunes)
+		h.Snippet = Snippet(marked, SnippetRunes)
 		out = append(out, h)
 	}
 	return out, rows.Err()
@@ -139,36 +139,11 @@ func laneKey(l core.Lane) string {
 }
 
 // MatchExpr turns what a person typed into an FTS5 query, or "" when
-// nothing in it can be searched. User input is words, never syntax: each
-// word becomes a quoted phrase of its letters and digits (quotes, *,
-// parentheses, emoji and other symbols only separate), the FTS operators
-// written in capitals (AND, OR, NOT, NEAR) are dropped, and the last word
-// matches as a prefix. Whatever the input, the result is a valid query.
+// nothing in it can be searched: QueryWords' words, each a quoted phrase
+// of its tokens, the last one a prefix (Prefix). Whatever the input, the
+// result is a valid query.
 func MatchExpr(query string) string {
-	type word struct{ tokens []string }
-	var words []word
-	ops := 0
-	for _, f := range strings.Fields(query) {
-		var w word
-		for _, t := range strings.FieldsFunc(f, isSeparator) {
-			switch t {
-			case "AND", "OR", "NOT", "NEAR":
-				ops++
-				continue
-			}
-			w.tokens = append(w.tokens, t)
-		}
-		if len(w.tokens) > 0 {
-			words = append(words, w)
-		}
-		if len(words) == maxWords {
-			break
-		}
-	}
-	if len(words) == 0 && ops > 0 {
-		// Nothing but operators: then they were meant as words.
-		return MatchExpr(strings.ToLower(query))
-	}
+	words := QueryWords(query)
 	if len(words) == 0 {
 		return ""
 	}
@@ -179,11 +154,9 @@ func MatchExpr(query string) string {
 			b.WriteByte(' ')
 		}
 		b.WriteByte('"')
-		b.WriteString(strings.Join(w.tokens, " "))
+		b.WriteString(strings.Join(w, " "))
 		b.WriteByte('"')
-		// A prefix of one letter would merge the lists of every word that
-		// starts with it; from two letters on the index has them ready.
-		if i == len(words)-1 && utf8.RuneCountInString(w.tokens[len(w.tokens)-1]) >= 2 {
+		if i == len(words)-1 && Prefix(w) {
 			b.WriteByte('*')
 		}
 	}
@@ -191,20 +164,62 @@ func MatchExpr(query string) string {
 	return b.String()
 }
 
-// isSeparator follows the index's tokenizer (unicode61): letters, numbers,
+// QueryWords is the search rule every store keeps (PostgreSQL's too):
+// user input is words, never syntax. Each word (split at white space)
+// becomes its tokens, the runs of letters, digits, marks and private-use
+// characters in it (IsSeparator: quotes, *, parentheses, emoji and other
+// symbols only separate); the FTS operators written in capitals (AND, OR,
+// NOT, NEAR) are dropped, unless the input is nothing else: then they
+// were meant as words. At most maxWords words are kept; none means
+// nothing to search.
+func QueryWords(query string) [][]string {
+	var words [][]string
+	ops := 0
+	for _, f := range strings.Fields(query) {
+		var w []string
+		for _, t := range strings.FieldsFunc(f, IsSeparator) {
+			switch t {
+			case "AND", "OR", "NOT", "NEAR":
+				ops++
+				continue
+			}
+			w = append(w, t)
+		}
+		if len(w) > 0 {
+			words = append(words, w)
+		}
+		if len(words) == maxWords {
+			break
+		}
+	}
+	if len(words) == 0 && ops > 0 {
+		return QueryWords(strings.ToLower(query))
+	}
+	return words
+}
+
+// Prefix reports whether the last word of a query, w, matches as a prefix:
+// from two letters on. A prefix of one letter would merge the lists of
+// every word that starts with it.
+func Prefix(w []string) bool {
+	return utf8.RuneCountInString(w[len(w)-1]) >= 2
+}
+
+// IsSeparator follows the index's tokenizer (unicode61): letters, numbers,
 // marks and private-use characters make words, everything else separates
 // them. The quote, the only character with a meaning inside a phrase, is a
-// separator, so no input can end a phrase early.
-func isSeparator(r rune) bool {
+// separator, so no input can end a phrase early; so are U+E000 and U+E001,
+// the marks of a match (Snippet).
+func IsSeparator(r rune) bool {
 	return !(unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r) || unicode.Is(unicode.Co, r)) ||
 		r == '\uE000' || r == '\uE001'
 }
 
-// snippet cuts the text around its first highlighted match (between
+// Snippet cuts the text around its first highlighted match (between
 // U+E000 and U+E001, as highlight() marks it) to at most n runes, with "…"
 // where it was cut, whitespace collapsed and cuts made between words when
 // one is near.
-func snippet(marked string, n int) string {
+func Snippet(marked string, n int) string {
 	var text []rune
 	match := -1
 	space := false

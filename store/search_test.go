@@ -89,7 +89,7 @@ func TestSnippet(t *testing.T) {
 		{"one long word", strings.Repeat("x", 400) + "\uE000y\uE001" + strings.Repeat("z", 400), true, true, "y"},
 		{"wide runes", strings.Repeat("日本語 ", 100) + "\uE000検索\uE001" + strings.Repeat(" 日本語", 100), true, true, "検索"},
 	} {
-		got := snippet(c.in, SnippetRunes)
+		got := Snippet(c.in, SnippetRunes)
 		if n := utf8.RuneCountInString(got); n > SnippetRunes {
 			t.Errorf("%s: %d runes: %q", c.name, n, got)
 		}

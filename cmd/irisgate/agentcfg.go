@@ -20,13 +20,13 @@ type AgentFlags struct {
 	APIKey        string        `help:"API key of that endpoint (local servers need none)." env:"OPENAI_API_KEY" group:"Agent"`
 	Models        []string      `help:"More models on the same endpoint, offered by /model." env:"IRISGATE_MODELS" group:"Agent"`
 	Provider      []string      `help:"Another endpoint, as ID|BASE_URL|API_KEY_ENV_VAR|MODEL,MODEL (repeatable)." env:"IRISGATE_PROVIDERS" sep:";" group:"Agent"`
-	ContextLength int           `help:"Context window of the models, in tokens (older turns are dropped to fit)." default:"32768" env:"IRISGATE_CONTEXT_LENGTH" group:"Agent"`
+	ContextLength int           `help:"Context window of the models, in tokens (older turns are dropped to fit)." default:"${context_length}" env:"IRISGATE_CONTEXT_LENGTH" group:"Agent"`
 	PriceIn       float64       `help:"USD per million prompt tokens, for the cost in the runtime footer." env:"IRISGATE_PRICE_IN" group:"Agent"`
 	PriceOut      float64       `help:"USD per million completion tokens." env:"IRISGATE_PRICE_OUT" group:"Agent"`
 	FastModel     string        `help:"Model /fast switches to (default: same model, minimal reasoning)." env:"IRISGATE_FAST_MODEL" group:"Agent"`
 	SystemPrompt  string        `help:"System prompt of every conversation." env:"IRISGATE_SYSTEM_PROMPT" group:"Agent"`
 	Workdir       string        `help:"Working directory of the agent's tools." default:"." type:"path" env:"IRISGATE_WORKDIR" group:"Agent"`
-	AskTimeout    time.Duration `help:"How long an approval or question waits; silence on an approval denies." default:"300s" env:"IRISGATE_ASK_TIMEOUT" group:"Agent"`
+	AskTimeout    time.Duration `help:"How long an approval or question waits; silence on an approval denies." default:"${ask_timeout}" env:"IRISGATE_ASK_TIMEOUT" group:"Agent"`
 	Dangerous     []string      `help:"Extra regular expressions of terminal commands that need approval." env:"IRISGATE_DANGEROUS" sep:";" group:"Agent"`
 	CmdTimeout    time.Duration `help:"Longest a terminal command may run." default:"2m" env:"IRISGATE_COMMAND_TIMEOUT" group:"Agent"`
 	MaxIterations int           `help:"Most model calls in one turn (model → tools → model…)." default:"16" env:"IRISGATE_MAX_ITERATIONS" group:"Agent"`

@@ -33,8 +33,8 @@ type PushFlags struct {
 	WebPush           bool          `help:"Web Push for browsers (VAPID keys are made on first start)." default:"true" negatable:"" env:"IRISGATE_WEBPUSH" group:"Push"`
 	WebPushContact    string        `help:"Contact in the VAPID token (mailto: or https:)." env:"IRISGATE_WEBPUSH_CONTACT" group:"Push"`
 	PushContent       string        `help:"What a push reveals: full, preview or ids." default:"preview" enum:"full,preview,ids" env:"IRISGATE_PUSH_CONTENT" group:"Push"`
-	PushHold          time.Duration `help:"How long a push waits for more news of its chat before it goes out: a burst becomes one notification (0 sends at once)." default:"2s" env:"IRISGATE_PUSH_HOLD" group:"Push"`
-	PushTimeout       time.Duration `help:"Bound on each request to a push service." default:"10s" env:"IRISGATE_PUSH_TIMEOUT" group:"Push"`
+	PushHold          time.Duration `help:"How long a push waits for more news of its chat before it goes out: a burst becomes one notification (0 sends at once)." default:"${push_hold}" env:"IRISGATE_PUSH_HOLD" group:"Push"`
+	PushTimeout       time.Duration `help:"Bound on each request to a push service." default:"${push_timeout}" env:"IRISGATE_PUSH_TIMEOUT" group:"Push"`
 	DeliverTokens     []string      `help:"Tokens that may deliver messages from other hosts (POST /api/send, the mobile deliver frame)." env:"IRISGATE_DELIVER_TOKENS" group:"Push"`
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // ChatCmd is a terminal chat with the agent: a person's Iris device.
@@ -209,7 +210,8 @@ func chatLoopWith(ctx context.Context, o chatOptions, in lineSource, out io.Writ
 		return s.fatal()
 	}
 
-	chans := decodeChannels(conn.Welcome().Channels)
+	// hello.ack came through client.Dial, not cleanFrame: cleaned here.
+	chans := directory(cleaned(conn.HelloAck()).Channels)
 	s.mu.Lock()
 	s.dir = chans
 	s.connected, s.everConnected = true, true
@@ -317,7 +319,7 @@ func (s *chatSession) runFailed(err error) error {
 		return ferr
 	}
 	var se *client.ServerError
-	if errors.As(err, &se) && se.Code == "auth" {
+	if errors.As(err, &se) && se.Code == irisv1.CodeAuth {
 		return fmt.Errorf("the gateway at %s refused the token: %s (check --token or IRISGATE_TOKEN)", s.opts.URL, visible(se.Message))
 	}
 	if err == nil || errors.Is(err, context.Canceled) {
@@ -325,56 +327,6 @@ func (s *chatSession) runFailed(err error) error {
 	}
 	return fmt.Errorf("connection to %s ended: %s", s.opts.URL, visible(err.Error()))
 }
-
-// chanEntry is one entry of the channel directory.
-
-type (
-	runtimeInfo struct {
-		Model      string   `json:"model"`
-		ContextPct *int     `json:"context_pct"`
-		Cwd        string   `json:"cwd"`
-		Latency    *float64 `json:"latency"`
-		Cost       *float64 `json:"cost"`
-	}
-	mediaInfo struct {
-		MediaID  string `json:"media_id"`
-		Kind     string `json:"kind"`
-		Mime     string `json:"mime"`
-		Size     int64  `json:"size"`
-		Filename string `json:"filename"`
-	}
-	// msgInfo covers message, message.start/update/stop and commentary.
-	msgInfo struct {
-		MessageID string       `json:"message_id"`
-		Role      string       `json:"role"`
-		Text      string       `json:"text"`
-		FinalText string       `json:"final_text"`
-		Reasoning string       `json:"reasoning"`
-		Model     string       `json:"model"`
-		Tokens    int          `json:"tokens"`
-		TS        int64        `json:"ts"`
-		Runtime   *runtimeInfo `json:"runtime"`
-		Media     []mediaInfo  `json:"media"`
-	}
-	toolInfo struct {
-		Name     string   `json:"name"`
-		Preview  string   `json:"preview"`
-		Emoji    string   `json:"emoji"`
-		Note     string   `json:"note"`
-		OK       *bool    `json:"ok"`
-		Duration *float64 `json:"duration"`
-		Output   string   `json:"output_preview"`
-	}
-	historyInfo struct {
-		Messages        []msgInfo `json:"messages"`
-		HasMore         bool      `json:"has_more"`
-		OldestMessageID string    `json:"oldest_message_id"`
-	}
-	laneInfo struct {
-		ChatID   string `json:"chat_id"`
-		ThreadID string `json:"thread_id"`
-	}
-)
 
 // stream is the reply being printed as it grows.
 type stream struct {
@@ -397,8 +349,8 @@ type chatSession struct {
 	midLine       bool // the cursor is after a streamed piece, not at a line start
 	cur           *stream
 	lane          client.Lane
-	dir           []chanEntry
-	listing       []chanEntry       // as last numbered by :channels
+	dir           []irisv1.Channel
+	listing       []irisv1.Channel  // as last numbered by :channels
 	seen          map[string]bool   // finished messages already rendered live
 	shown         map[string]string // messages printed from history, with their text
 	busy          map[client.Lane]bool

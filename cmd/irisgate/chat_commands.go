@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 // Commands.
@@ -22,6 +22,11 @@ func (s *chatSession) request(ctx context.Context, typ string, lane client.Lane,
 	defer cancel()
 	f, err := s.cl.Request(rctx, typ, lane, payload)
 	f = cleanFrame(f)
+	var se *client.ServerError
+	if errors.As(err, &se) {
+		c := cleaned(*se) // the client decoded it from the frame as it came
+		err = &c
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.mu.Lock()
 		online := s.connected
@@ -106,7 +111,7 @@ func (s *chatSession) command(ctx context.Context, line string) (quit bool) {
 		s.showHistory(ctx, lane, before)
 	case "stop":
 		lane := s.currentLane()
-		if _, err := s.request(ctx, "agent.stop", lane, nil); err != nil {
+		if _, err := s.request(ctx, irisv1.TypeAgentStop, lane, irisv1.AgentStop{}); err != nil {
 			s.fail("could not stop", err)
 			return false
 		}
@@ -119,7 +124,7 @@ func (s *chatSession) command(ctx context.Context, line string) (quit bool) {
 		s.mu.Lock()
 		lane, busy := s.lane, s.busy[s.lane]
 		s.mu.Unlock()
-		f, err := s.request(ctx, "agent.steer", lane, map[string]any{"text": arg})
+		f, err := s.request(ctx, irisv1.TypeAgentSteer, lane, irisv1.AgentSteer{Text: arg})
 		if err != nil {
 			s.fail("could not steer", err)
 			return false
@@ -136,9 +141,10 @@ func (s *chatSession) command(ctx context.Context, line string) (quit bool) {
 	return false
 }
 
+// markSeen notes the message a request was answered with (message.send's
+// and agent.steer's echo), which the event stream brings too.
 func (s *chatSession) markSeen(f client.Frame) {
-	var m msgInfo
-	if f.Decode(&m) == nil && m.MessageID != "" {
+	if m, err := client.Payload[irisv1.Message](f); err == nil && m.MessageID != "" {
 		s.mu.Lock()
 		s.seen[m.MessageID] = true
 		s.mu.Unlock()
@@ -155,7 +161,7 @@ func (s *chatSession) send(ctx context.Context, text string) {
 		s.println(s.dim("(the agent is still busy here: this runs next; :steer redirects the running turn, :stop ends it)"))
 	}
 	s.mu.Unlock()
-	f, err := s.request(ctx, "message.send", lane, map[string]any{"text": text})
+	f, err := s.request(ctx, irisv1.TypeMessageSend, lane, irisv1.MessageSend{Text: text})
 	if err != nil {
 		s.fail("not sent", err)
 		return
@@ -165,18 +171,16 @@ func (s *chatSession) send(ctx context.Context, text string) {
 
 // refreshDir reloads the channel directory from the gateway.
 func (s *chatSession) refreshDir(ctx context.Context) error {
-	f, err := s.request(ctx, "channel.list", client.Lane{}, nil)
+	f, err := s.request(ctx, irisv1.TypeChannelList, client.Lane{}, irisv1.ChannelListRequest{})
 	if err != nil {
 		return err
 	}
-	var p struct {
-		Channels []json.RawMessage `json:"channels"`
-	}
-	if err := f.Decode(&p); err != nil {
+	p, err := client.Payload[irisv1.ChannelList](f)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.dir = decodeChannels(p.Channels)
+	s.dir = directory(p.Channels)
 	s.mu.Unlock()
 	return nil
 }
@@ -186,7 +190,7 @@ func (s *chatSession) channels(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		s.println(fmt.Sprintf("! could not list channels (%v); as last known:", err))
+		s.println(fmt.Sprintf("! could not list channels (%s); as last known:", visible(err.Error())))
 	}
 	s.printChannels()
 }
@@ -219,21 +223,21 @@ func (s *chatSession) create(ctx context.Context, name string, thread bool) {
 		s.printf("usage: :%s NAME", map[bool]string{false: "new", true: "thread"}[thread])
 		return
 	}
-	p := map[string]any{"name": name, "kind": "channel"}
+	p := irisv1.ChannelCreate{Name: &name, Kind: "channel"}
 	s.mu.Lock()
 	parent := s.lane.ChatID
 	parentName := s.laneName(client.Lane{ChatID: parent})
 	s.mu.Unlock()
 	if thread {
-		p["kind"], p["parent_chat_id"] = "thread", parent
+		p.Kind, p.ParentChatID = "thread", &parent
 	}
-	f, err := s.request(ctx, "channel.create", client.Lane{}, p)
+	f, err := s.request(ctx, irisv1.TypeChannelCreate, client.Lane{}, p)
 	if err != nil {
 		s.fail("could not create the "+what, err)
 		return
 	}
-	var e chanEntry
-	if f.Decode(&e); e.ChatID == "" {
+	e, _ := client.Payload[irisv1.Channel](f) // channel.created
+	if e.ChatID == "" {
 		s.printf("! the gateway answered channel.create without a chat_id")
 		return
 	}
@@ -249,32 +253,28 @@ func (s *chatSession) create(ctx context.Context, name string, thread bool) {
 }
 
 // goTo makes e the current lane and shows its latest messages.
-func (s *chatSession) goTo(ctx context.Context, e chanEntry) {
+func (s *chatSession) goTo(ctx context.Context, e irisv1.Channel) {
+	lane := channelLane(e)
 	s.mu.Lock()
 	s.endStream()
-	s.lane = e.lane()
+	s.lane = lane
 	s.quiet++
 	s.mu.Unlock()
-	s.showHistory(ctx, e.lane(), "")
+	s.showHistory(ctx, lane, "")
 }
 
 // showHistory prints a page of a lane's messages: the newest page, or the
 // one before the message before.
 func (s *chatSession) showHistory(ctx context.Context, lane client.Lane, before string) {
-	p := map[string]any{"limit": historyPage}
-	if before != "" {
-		p["before_message_id"] = before
-	}
-	f, err := s.request(ctx, "history", lane, p)
+	f, err := s.request(ctx, irisv1.TypeHistory, lane, irisv1.HistoryRequest{Limit: historyPage, BeforeMessageID: before})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := s.laneName(lane)
 	if err != nil {
-		s.println(fmt.Sprintf("── %s ── (could not load its history: %v)", name, err))
+		s.println(fmt.Sprintf("── %s ── (could not load its history: %s)", name, visible(err.Error())))
 		return
 	}
-	var h historyInfo
-	f.Decode(&h)
+	h, _ := client.Payload[irisv1.History](f)
 	msgs := s.withNotes(lane, h, before != "")
 	switch {
 	case before != "":
@@ -313,7 +313,7 @@ const maxNotes = 200
 // failed turn): the gateway keeps those out of history, which holds the
 // conversation, so the chat puts the ones it saw back into the pages it
 // shows, where the command that asked for them is.
-func (s *chatSession) note(lane client.Lane, m msgInfo) {
+func (s *chatSession) note(lane client.Lane, m irisv1.Message) {
 	ns := s.notes[lane]
 	for _, n := range ns {
 		if n.MessageID == m.MessageID {
@@ -323,20 +323,20 @@ func (s *chatSession) note(lane client.Lane, m msgInfo) {
 	if len(ns) >= maxNotes {
 		ns = ns[1:]
 	}
-	s.notes[lane] = append(ns, laneNote{msgInfo: m, after: s.lastSeen[lane]})
+	s.notes[lane] = append(ns, laneNote{Message: m, after: s.lastSeen[lane]})
 }
 
 // laneNote is a gateway message kept for history pages, with the message
 // it came after: timestamps are milliseconds, and a command's reply and
 // the next message often share one.
 type laneNote struct {
-	msgInfo
+	irisv1.Message
 	after string // the lane's newest message seen when it came
 }
 
 // saw records the newest message of a lane, which a note that comes next
 // follows.
-func (s *chatSession) saw(lane client.Lane, m msgInfo) {
+func (s *chatSession) saw(lane client.Lane, m irisv1.Message) {
 	if m.MessageID != "" && m.Role != "system" {
 		s.lastSeen[lane] = m.MessageID
 	}
@@ -346,7 +346,7 @@ func (s *chatSession) saw(lane client.Lane, m msgInfo) {
 // timestamp. A page covers from its first message (from the beginning
 // when it is the last page) up to where the page shown before it began
 // (to now for the newest).
-func (s *chatSession) withNotes(lane client.Lane, h historyInfo, older bool) []msgInfo {
+func (s *chatSession) withNotes(lane client.Lane, h irisv1.History, older bool) []irisv1.Message {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if h.HasMore && len(h.Messages) > 0 {
 		lo = h.Messages[0].TS
@@ -361,21 +361,21 @@ func (s *chatSession) withNotes(lane client.Lane, h historyInfo, older bool) []m
 	}
 	// A note goes right after the message it came after when that is on
 	// the page, else where its time puts it.
-	following := map[string][]msgInfo{}
-	var loose []msgInfo
+	following := map[string][]irisv1.Message{}
+	var loose []irisv1.Message
 	for _, n := range s.notes[lane] {
 		switch {
 		case n.TS < lo || n.TS >= hi || in[n.MessageID]:
 		case in[n.after]:
-			following[n.after] = append(following[n.after], n.msgInfo)
+			following[n.after] = append(following[n.after], n.Message)
 		default:
-			loose = append(loose, n.msgInfo)
+			loose = append(loose, n.Message)
 		}
 	}
 	if len(following) == 0 && len(loose) == 0 {
 		return h.Messages
 	}
-	out := make([]msgInfo, 0, len(h.Messages)+len(following)+len(loose))
+	out := make([]irisv1.Message, 0, len(h.Messages)+len(following)+len(loose))
 	for _, m := range h.Messages {
 		out = append(out, m)
 		out = append(out, following[m.MessageID]...)

@@ -1,59 +1,51 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
-type chanEntry struct {
-	ChatID       string `json:"chat_id"`
-	Name         string `json:"name"`
-	Kind         string `json:"kind"`
-	ParentChatID string `json:"parent_chat_id"`
-	IsDefault    bool   `json:"is_default"`
-	Auto         bool   `json:"auto"`
-	Automation   bool   `json:"automation"`
-}
+// The channel directory is the gateway's, as irisv1.Channel entries: a
+// channel, or a thread (kind thread) of its parent_chat_id.
 
-func (e chanEntry) isThread() bool { return e.Kind == "thread" }
+func isThread(e irisv1.Channel) bool { return e.Kind == "thread" }
 
-func (e chanEntry) lane() client.Lane {
-	if e.isThread() {
+// channelLane is the lane an entry's messages are in.
+func channelLane(e irisv1.Channel) client.Lane {
+	if isThread(e) {
 		return client.Lane{ChatID: e.ParentChatID, ThreadID: e.ChatID}
 	}
 	return client.Lane{ChatID: e.ChatID}
 }
 
-func decodeChannels(raw []json.RawMessage) []chanEntry {
-	out := make([]chanEntry, 0, len(raw))
-	for _, r := range raw {
-		var e chanEntry
-		if json.Unmarshal(r, &e) == nil && e.ChatID != "" {
+// directory is the entries of cs the chat can address: those with an id.
+func directory(cs []irisv1.Channel) []irisv1.Channel {
+	out := make([]irisv1.Channel, 0, len(cs))
+	for _, e := range cs {
+		if e.ChatID != "" {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// Payloads the chat reads.
-
 // Directory.
 
-func (s *chatSession) entry(chatID string) (chanEntry, bool) {
+func (s *chatSession) entry(chatID string) (irisv1.Channel, bool) {
 	for _, e := range s.dir {
 		if e.ChatID == chatID {
 			return e, true
 		}
 	}
-	return chanEntry{}, false
+	return irisv1.Channel{}, false
 }
 
-func (s *chatSession) upsert(e chanEntry) {
+func (s *chatSession) upsert(e irisv1.Channel) {
 	for i := range s.dir {
 		if s.dir[i].ChatID == e.ChatID {
 			s.dir[i] = e
@@ -76,7 +68,7 @@ func (s *chatSession) remove(chatID string) {
 func (s *chatSession) defaultLane() client.Lane {
 	for _, e := range s.dir {
 		if e.IsDefault {
-			return e.lane()
+			return channelLane(e)
 		}
 	}
 	return client.Lane{ChatID: "default"}
@@ -88,7 +80,7 @@ func (s *chatSession) startLane() (client.Lane, error) {
 		return s.defaultLane(), nil
 	}
 	if e, ok := s.entry(s.opts.Chat); ok {
-		return e.lane(), nil
+		return channelLane(e), nil
 	}
 	ids := make([]string, len(s.dir))
 	for i, e := range s.dir {
@@ -97,7 +89,7 @@ func (s *chatSession) startLane() (client.Lane, error) {
 	return client.Lane{}, fmt.Errorf("--chat %q: no channel or thread with that id (there are: %s)", s.opts.Chat, strings.Join(ids, ", "))
 }
 
-func (s *chatSession) nameOf(e chanEntry) string {
+func (s *chatSession) nameOf(e irisv1.Channel) string {
 	if e.Name != "" {
 		return e.Name
 	}
@@ -123,23 +115,23 @@ func (s *chatSession) laneName(l client.Lane) string {
 
 // ordered is the directory as listed: each channel followed by its
 // threads, threads whose channel is unknown at the end.
-func (s *chatSession) ordered() []chanEntry {
-	var out []chanEntry
+func (s *chatSession) ordered() []irisv1.Channel {
+	var out []irisv1.Channel
 	placed := make(map[string]bool)
 	for _, c := range s.dir {
-		if c.isThread() {
+		if isThread(c) {
 			continue
 		}
 		out = append(out, c)
 		for _, t := range s.dir {
-			if t.isThread() && t.ParentChatID == c.ChatID {
+			if isThread(t) && t.ParentChatID == c.ChatID {
 				out = append(out, t)
 				placed[t.ChatID] = true
 			}
 		}
 	}
 	for _, t := range s.dir {
-		if t.isThread() && !placed[t.ChatID] {
+		if isThread(t) && !placed[t.ChatID] {
 			out = append(out, t)
 		}
 	}
@@ -154,14 +146,14 @@ func (s *chatSession) printChannels() {
 	width := 0
 	for i, e := range s.listing {
 		names[i] = s.nameOf(e)
-		if e.isThread() {
+		if isThread(e) {
 			names[i] = "  ↳ " + names[i]
 		}
 		width = max(width, utf8.RuneCountInString(names[i]))
 	}
 	for i, e := range s.listing {
 		mark := " "
-		if e.lane() == s.lane {
+		if channelLane(e) == s.lane {
 			mark = "*"
 		}
 		var notes []string
@@ -182,17 +174,17 @@ func (s *chatSession) printChannels() {
 
 // resolve finds what :join names: a number from the last listing, a chat
 // id, or a name.
-func (s *chatSession) resolve(arg string) (chanEntry, error) {
+func (s *chatSession) resolve(arg string) (irisv1.Channel, error) {
 	if n, err := strconv.Atoi(arg); err == nil {
 		if n < 1 || n > len(s.listing) {
-			return chanEntry{}, fmt.Errorf("there is no channel %d; :channels lists them", n)
+			return irisv1.Channel{}, fmt.Errorf("there is no channel %d; :channels lists them", n)
 		}
 		return s.listing[n-1], nil
 	}
 	if e, ok := s.entry(arg); ok {
 		return e, nil
 	}
-	var found []chanEntry
+	var found []irisv1.Channel
 	for _, e := range s.dir {
 		if strings.EqualFold(e.Name, arg) {
 			found = append(found, e)
@@ -202,7 +194,7 @@ func (s *chatSession) resolve(arg string) (chanEntry, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return chanEntry{}, fmt.Errorf("no channel or thread %q; :channels lists them", arg)
+		return irisv1.Channel{}, fmt.Errorf("no channel or thread %q; :channels lists them", arg)
 	}
-	return chanEntry{}, fmt.Errorf("several channels are called %q; use the number or the id", arg)
+	return irisv1.Channel{}, fmt.Errorf("several channels are called %q; use the number or the id", arg)
 }

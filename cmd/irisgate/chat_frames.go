@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,20 +12,11 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
-// Frames.
-
-func frameLane(f client.Frame) client.Lane {
-	l := client.Lane{ChatID: f.ChatID, ThreadID: f.ThreadID}
-	if l.ChatID == "" {
-		var p laneInfo
-		if json.Unmarshal(f.Payload, &p) == nil {
-			l = client.Lane{ChatID: p.ChatID, ThreadID: p.ThreadID}
-		}
-	}
-	return l
-}
+// Frames. Each is decoded as its type's irisv1 payload; a payload that
+// does not decode shows what of it did, as the zero value's rest.
 
 // handleFrame renders one frame from the gateway.
 func (s *chatSession) handleFrame(f client.Frame) {
@@ -36,9 +26,9 @@ func (s *chatSession) handleFrame(f client.Frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch f.Type {
-	case "channel.created", "channel.renamed":
-		var e chanEntry
-		if f.Decode(&e) != nil || e.ChatID == "" {
+	case irisv1.TypeChannelCreated, irisv1.TypeChannelRenamed:
+		e, err := client.Payload[irisv1.Channel](f)
+		if err != nil || e.ChatID == "" {
 			return
 		}
 		old, had := s.entry(e.ChatID)
@@ -47,19 +37,18 @@ func (s *chatSession) handleFrame(f client.Frame) {
 			return // our own request: the command says what happened
 		}
 		switch {
-		case f.Type == "channel.created" && !had:
+		case f.Type == irisv1.TypeChannelCreated && !had:
 			what := "channel #" + s.nameOf(e)
-			if e.isThread() {
+			if isThread(e) {
 				what = "thread " + s.nameOf(e) + " in " + s.laneName(client.Lane{ChatID: e.ParentChatID})
 			}
 			s.println(s.dim(fmt.Sprintf("+ new %s (%s)", what, e.ChatID)))
-		case f.Type == "channel.renamed" && had && old.Name != e.Name:
+		case f.Type == irisv1.TypeChannelRenamed && had && old.Name != e.Name:
 			s.println(s.dim(fmt.Sprintf("~ %q is now called %q", old.Name, e.Name)))
 		}
-		return
-	case "channel.deleted":
-		var p laneInfo
-		if f.Decode(&p) != nil || p.ChatID == "" {
+	case irisv1.TypeChannelDeleted:
+		p, err := client.Payload[irisv1.ChannelDeleted](f)
+		if err != nil || p.ChatID == "" {
 			return
 		}
 		e, had := s.entry(p.ChatID)
@@ -72,68 +61,66 @@ func (s *chatSession) handleFrame(f client.Frame) {
 			s.endStream()
 			s.println(fmt.Sprintf("The conversation you were in is gone; you are now in %s.", s.laneName(s.lane)))
 		}
-		return
-	case "status":
-		var p struct {
-			State string `json:"state"`
-		}
-		f.Decode(&p)
+	case irisv1.TypeStatus:
+		p, _ := client.Payload[irisv1.Status](f)
 		switch p.State {
 		case "restarting":
 			s.println("! the gateway is restarting; the chat reconnects by itself")
 		case "degraded":
 			s.println("! the gateway reports it is degraded")
 		}
-		return
-	case "sync.done":
-		var p struct {
-			Truncated bool `json:"truncated"`
-		}
-		if f.Decode(&p) == nil && p.Truncated {
+	case irisv1.TypeSyncDone:
+		if p, err := client.Payload[irisv1.SyncDone](f); err == nil && p.Truncated {
 			s.println(s.dim("(some of what happened while you were away was already pruned; :history shows the conversation)"))
 		}
-		return
-	case "error":
+	case irisv1.TypeError:
 		if f.ID != 0 {
 			return // a reply to a request; the requester reports it
 		}
-		var e client.ServerError
-		f.Decode(&e)
+		e, _ := client.Payload[irisv1.Error](f)
 		s.println(fmt.Sprintf("! gateway error (%s): %s", e.Code, e.Message))
-		return
-	case "agent.busy", "agent.idle":
-		lane := frameLane(f)
-		s.busy[lane] = f.Type == "agent.busy"
+	case irisv1.TypeAgentBusy, irisv1.TypeAgentIdle:
+		lane := f.Lane()
+		s.busy[lane] = f.Type == irisv1.TypeAgentBusy
 		if lane == s.lane {
 			s.quiet++
-			if f.Type == "agent.busy" {
+			if f.Type == irisv1.TypeAgentBusy {
 				s.watchQuiet(s.quiet)
 			}
 		}
-		return
-	case "message", "message.start", "message.update", "message.stop", "commentary",
-		"tool.start", "tool.progress", "tool.end", "todo.update", "notification",
-		"message.deleted", "media.offer":
 	default:
-		if !strings.HasPrefix(f.Type, "picker.") {
-			return // replies handled by their requester, and what a person need not see
-		}
+		s.laneFrame(f, f.Lane())
 	}
+}
 
-	lane := frameLane(f)
-	var m msgInfo
-	f.Decode(&m)
-	if f.Type == "message" && m.Role == "system" && m.MessageID != "" {
-		s.note(lane, m)
-	} else if f.Type == "message" || f.Type == "message.stop" {
-		s.saw(lane, m)
-	}
-	if lane != s.lane {
-		s.summarise(f, lane)
-		return
-	}
+// laneFrame renders a frame of a lane's conversation: in full in the
+// current lane; from another, as a line that says what came, or not at
+// all (the stream, tools and the rest stay in their lane). Replies
+// handled by their requester, and what a person need not see, show
+// nothing.
+func (s *chatSession) laneFrame(f client.Frame, lane client.Lane) {
+	here := lane == s.lane
 	switch f.Type {
-	case "message":
+	case irisv1.TypeMessage:
+		m, _ := client.Payload[irisv1.Message](f)
+		if m.Role == "system" && m.MessageID != "" {
+			s.note(lane, m)
+		} else {
+			s.saw(lane, m)
+		}
+		if !here {
+			if f.ID != 0 || s.seen[m.MessageID] {
+				return
+			}
+			s.seen[m.MessageID] = true
+			what := "new message"
+			if m.Role != "user" {
+				label, _ := s.label(m)
+				what = "new message from " + strings.TrimSuffix(label, " › ")
+			}
+			s.summarise(lane, what+": "+oneLine(m.Text, 60))
+			return
+		}
 		if s.seen[m.MessageID] || s.wasShown(m.MessageID, m.Text) {
 			return
 		}
@@ -148,62 +135,120 @@ func (s *chatSession) handleFrame(f client.Frame) {
 				s.println(ft)
 			}
 		}
-	case "message.start":
+	case irisv1.TypeMessageStop:
+		p, _ := client.Payload[irisv1.MessageStop](f)
+		s.stopped(lane, here, p)
+	case irisv1.TypeNotification:
+		n, _ := client.Payload[irisv1.Notification](f)
+		if !here {
+			s.summarise(lane, "notice: "+oneLine(n.Title+": "+n.Body, 60))
+			return
+		}
+		s.println(fmt.Sprintf("(%s) %s: %s", n.Kind, n.Title, n.Body))
+	case irisv1.TypeMediaOffer:
+		if !here {
+			s.summarise(lane, "new file")
+			return
+		}
+		md, _ := client.Payload[irisv1.Media](f)
+		s.println("agent sent a file: " + describeMedia(md) + s.dim(" (open it in the app)"))
+	case irisv1.TypeMessageStart, irisv1.TypeMessageUpdate, irisv1.TypeCommentary, irisv1.TypeToolStart,
+		irisv1.TypeToolProgress, irisv1.TypeToolEnd, irisv1.TypeTodoUpdate, irisv1.TypeMessageDeleted:
+		if here {
+			s.liveFrame(f)
+		}
+	default:
+		if !strings.HasPrefix(f.Type, irisv1.PickerPrefix) {
+			return
+		}
+		if !here {
+			s.summarise(lane, "the agent asks you to choose")
+			return
+		}
+		s.println(describePicker(f))
+	}
+}
+
+// stopped renders a reply's message.stop: the end of its stream, or the
+// whole reply when its stream was not seen (another lane's, a replay).
+func (s *chatSession) stopped(lane client.Lane, here bool, p irisv1.MessageStop) {
+	m := irisv1.Message{MessageID: p.MessageID, Role: "assistant", Text: p.FinalText, Media: p.Media,
+		Model: p.Model, Tokens: p.Tokens, Runtime: p.Runtime, TS: p.TS}
+	s.saw(lane, m)
+	if !here {
+		if !s.seen[m.MessageID] {
+			s.seen[m.MessageID] = true
+			s.summarise(lane, "new reply: "+oneLine(m.Text, 60))
+		}
+		return
+	}
+	s.quiet++
+	open := s.cur != nil && s.cur.id == m.MessageID
+	if !open && (s.seen[m.MessageID] || s.wasShown(m.MessageID, m.Text)) {
+		return
+	}
+	s.seen[m.MessageID] = true
+	if open {
+		s.streamText(m.MessageID, m.Text)
+		s.endStream()
+	} else {
+		s.printMessage(m, false) // the reasoning goes below, as on a stream
+	}
+	if p.Reasoning != "" {
+		s.println(s.dim("  (thinking) " + oneLine(p.Reasoning, 200)))
+	}
+	if ft := s.footer(m); ft != "" {
+		s.println(ft)
+	}
+}
+
+// liveFrame renders what the agent does in the current lane as it does it.
+func (s *chatSession) liveFrame(f client.Frame) {
+	switch f.Type {
+	case irisv1.TypeMessageStart:
+		p, _ := client.Payload[irisv1.MessageStart](f)
 		s.quiet++
-		if s.cur != nil && s.cur.id == m.MessageID {
+		if s.cur != nil && s.cur.id == p.MessageID {
 			return // a snapshot after reconnecting: the update carries on
 		}
-		s.streamText(m.MessageID, m.Text)
-	case "message.update":
+		s.streamText(p.MessageID, "")
+	case irisv1.TypeMessageUpdate:
+		p, _ := client.Payload[irisv1.MessageUpdate](f)
 		s.quiet++
-		if (s.seen[m.MessageID] || s.wasShown(m.MessageID, m.Text)) && (s.cur == nil || s.cur.id != m.MessageID) {
+		if (s.seen[p.MessageID] || s.wasShown(p.MessageID, p.Text)) && (s.cur == nil || s.cur.id != p.MessageID) {
 			return
 		}
-		s.streamText(m.MessageID, m.Text)
-	case "message.stop":
-		s.quiet++
-		open := s.cur != nil && s.cur.id == m.MessageID
-		if !open && (s.seen[m.MessageID] || s.wasShown(m.MessageID, m.FinalText)) {
+		s.streamText(p.MessageID, p.Text)
+	case irisv1.TypeCommentary:
+		p, _ := client.Payload[irisv1.Commentary](f)
+		if s.seen[p.MessageID] {
 			return
 		}
-		s.seen[m.MessageID] = true
-		if open {
-			s.streamText(m.MessageID, m.FinalText)
-			s.endStream()
-		} else {
-			m.Role = "assistant"
-			m.Text = m.FinalText
-			reasoning := m.Reasoning
-			m.Reasoning = ""
-			s.printMessage(m, false)
-			m.Reasoning = reasoning
-		}
-		if m.Reasoning != "" {
-			s.println(s.dim("  (thinking) " + oneLine(m.Reasoning, 200)))
-		}
-		if ft := s.footer(m); ft != "" {
-			s.println(ft)
-		}
-	case "commentary":
-		if s.seen[m.MessageID] {
-			return
-		}
-		s.seen[m.MessageID] = true
+		s.seen[p.MessageID] = true
 		s.quiet++
-		s.println(s.dim("  · " + indented("  · ", m.Text)))
-	case "tool.start", "tool.progress", "tool.end":
+		s.println(s.dim("  · " + indented("  · ", p.Text)))
+	case irisv1.TypeToolStart:
 		s.quiet++
-		var t toolInfo
-		f.Decode(&t)
-		s.println(s.dim(describeTool(f.Type, t)))
-	case "todo.update":
-		var p struct {
-			Todos []struct {
-				Content string `json:"content"`
-				Status  string `json:"status"`
-			} `json:"todos"`
+		t, _ := client.Payload[irisv1.ToolStart](f)
+		glyph := t.Emoji
+		if glyph == "" {
+			glyph = "⚙"
 		}
-		f.Decode(&p)
+		line := "  " + glyph + " " + t.Name
+		if t.Preview != "" {
+			line += ": " + oneLine(t.Preview, 120)
+		}
+		s.println(s.dim(line))
+	case irisv1.TypeToolProgress:
+		s.quiet++
+		t, _ := client.Payload[irisv1.ToolProgress](f)
+		s.println(s.dim("  … " + t.Name + ": " + oneLine(t.Note, 120)))
+	case irisv1.TypeToolEnd:
+		s.quiet++
+		t, _ := client.Payload[irisv1.ToolEnd](f)
+		s.println(s.dim(toolEnded(t)))
+	case irisv1.TypeTodoUpdate:
+		p, _ := client.Payload[irisv1.TodoUpdate](f)
 		s.println(s.dim("  todo:"))
 		for _, t := range p.Todos {
 			mark := map[string]string{"completed": "[x]", "in_progress": "[>]", "cancelled": "[-]"}[t.Status]
@@ -212,74 +257,51 @@ func (s *chatSession) handleFrame(f client.Frame) {
 			}
 			s.println(s.dim("    " + mark + " " + t.Content))
 		}
-	case "notification":
-		var n struct {
-			Kind  string `json:"kind"`
-			Title string `json:"title"`
-			Body  string `json:"body"`
-		}
-		f.Decode(&n)
-		s.println(fmt.Sprintf("(%s) %s: %s", n.Kind, n.Title, n.Body))
-	case "message.deleted":
-		var p struct {
-			IDs []string `json:"message_ids"`
-		}
-		f.Decode(&p)
-		s.println(s.dim(fmt.Sprintf("(%d message(s) deleted here)", len(p.IDs))))
-	case "media.offer":
-		var md mediaInfo
-		f.Decode(&md)
-		s.println("agent sent a file: " + describeMedia(md) + s.dim(" (open it in the app)"))
-	default: // picker.*
-		s.println(describePicker(f))
+	case irisv1.TypeMessageDeleted:
+		p, _ := client.Payload[irisv1.MessageDeleted](f)
+		s.println(s.dim(fmt.Sprintf("(%d message(s) deleted here)", len(p.MessageIDs))))
 	}
 }
 
-func describeTool(typ string, t toolInfo) string {
-	glyph := t.Emoji
-	if glyph == "" {
-		glyph = "⚙"
-	}
-	switch typ {
-	case "tool.start":
-		line := "  " + glyph + " " + t.Name
-		if t.Preview != "" {
-			line += ": " + oneLine(t.Preview, 120)
-		}
-		return line
-	case "tool.progress":
-		return "  … " + t.Name + ": " + oneLine(t.Note, 120)
-	}
+// toolEnded is a tool.end's line: ok and duration are always there (the
+// schema requires them).
+func toolEnded(t irisv1.ToolEnd) string {
 	mark, what := "✓", ""
-	if t.OK != nil && !*t.OK {
+	if !t.OK {
 		mark, what = "✗", " failed"
 	}
-	line := "  " + mark + " " + t.Name + what
-	if t.Duration != nil {
-		line += fmt.Sprintf(" (%.1fs)", *t.Duration)
-	}
-	if t.Output != "" {
-		line += ": " + oneLine(t.Output, 120)
+	line := "  " + mark + " " + t.Name + what + fmt.Sprintf(" (%.1fs)", t.Duration)
+	if t.OutputPreview != "" {
+		line += ": " + oneLine(t.OutputPreview, 120)
 	}
 	return line
 }
 
+// describePicker is a picker's question on one line. Four kinds carry the
+// same members (Go converts between them); picker.model only a title and
+// the current model; a kind irisv1 does not know yet is read as a choice.
 func describePicker(f client.Frame) string {
-	var p struct {
-		Title        string `json:"title"`
-		Description  string `json:"description"`
-		Command      string `json:"command"`
-		CurrentModel string `json:"current_model"`
-		Choices      []struct {
-			Value     string `json:"value"`
-			Label     string `json:"label"`
-			IsCurrent bool   `json:"is_current"`
-		} `json:"choices"`
+	var p irisv1.PickerChoice
+	current := ""
+	switch f.Type {
+	case irisv1.TypePickerModel:
+		m, _ := client.Payload[irisv1.PickerModel](f)
+		p.Title, current = m.Title, m.CurrentModel
+	case irisv1.TypePickerClarify:
+		c, _ := client.Payload[irisv1.PickerClarify](f)
+		p = irisv1.PickerChoice(c)
+	case irisv1.TypePickerApproval:
+		a, _ := client.Payload[irisv1.PickerApproval](f)
+		p = irisv1.PickerChoice(a)
+	case irisv1.TypePickerConfirm:
+		c, _ := client.Payload[irisv1.PickerConfirm](f)
+		p = irisv1.PickerChoice(c)
+	default:
+		p, _ = client.Payload[irisv1.PickerChoice](f)
 	}
-	f.Decode(&p)
 	title := p.Title
 	if title == "" {
-		title = strings.TrimPrefix(f.Type, "picker.")
+		title = strings.TrimPrefix(f.Type, irisv1.PickerPrefix)
 	}
 	line := "? " + title
 	if p.Description != "" {
@@ -288,8 +310,8 @@ func describePicker(f client.Frame) string {
 	if p.Command != "" {
 		line += " [" + visibleLine(p.Command) + "]"
 	}
-	if p.CurrentModel != "" {
-		line += " (now " + p.CurrentModel + ")"
+	if current != "" {
+		line += " (now " + current + ")"
 	}
 	var cs []string
 	for _, c := range p.Choices {
@@ -308,44 +330,8 @@ func describePicker(f client.Frame) string {
 	return line + " (answer it in the app, or with the slash command)"
 }
 
-// summarise tells of a frame of another lane in one line.
-func (s *chatSession) summarise(f client.Frame, lane client.Lane) {
-	var m msgInfo
-	f.Decode(&m)
-	what := ""
-	switch f.Type {
-	case "message":
-		if f.ID != 0 || s.seen[m.MessageID] {
-			return
-		}
-		s.seen[m.MessageID] = true
-		what = "new message"
-		if m.Role != "user" {
-			label, _ := s.label(m)
-			what = "new message from " + strings.TrimSuffix(label, " › ")
-		}
-		what += ": " + oneLine(m.Text, 60)
-	case "message.stop":
-		if s.seen[m.MessageID] {
-			return
-		}
-		s.seen[m.MessageID] = true
-		what = "new reply: " + oneLine(m.FinalText, 60)
-	case "notification":
-		var n struct {
-			Title string `json:"title"`
-			Body  string `json:"body"`
-		}
-		f.Decode(&n)
-		what = "notice: " + oneLine(n.Title+": "+n.Body, 60)
-	case "media.offer":
-		what = "new file"
-	default:
-		if !strings.HasPrefix(f.Type, "picker.") {
-			return // the stream, tools and the rest stay in their lane
-		}
-		what = "the agent asks you to choose"
-	}
+// summarise tells in one line of what came in another lane.
+func (s *chatSession) summarise(lane client.Lane, what string) {
 	id := lane.ChatID
 	if lane.ThreadID != "" {
 		id = lane.ThreadID

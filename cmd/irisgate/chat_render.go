@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
 func (s *chatSession) write(str string) {
@@ -71,7 +73,7 @@ func (s *chatSession) alert(str string) string { return paint(s.color, styleErro
 // role is its own: a cron job's post names the job (its model is "cron:
 // NAME"), and a delivery (irisgate send, POST /api/send, a phone's
 // deliver: role cron without a job, model "delivery") is a script's.
-func (s *chatSession) label(m msgInfo) (plain, painted string) {
+func (s *chatSession) label(m irisv1.Message) (plain, painted string) {
 	var name, style string
 	job, isCron := strings.CutPrefix(m.Model, "cron: ")
 	switch {
@@ -97,7 +99,7 @@ func (s *chatSession) label(m msgInfo) (plain, painted string) {
 
 // agentLabel is the label of a streaming reply.
 func (s *chatSession) agentLabel() (plain, painted string) {
-	return s.label(msgInfo{Role: "assistant"})
+	return s.label(irisv1.Message{Role: "assistant"})
 }
 
 // indented lays out text under a label: continuation lines line up with
@@ -107,12 +109,8 @@ func indented(label, text string) string {
 	return strings.ReplaceAll(text, "\n", pad)
 }
 
-func (s *chatSession) printMessage(m msgInfo, when bool) {
+func (s *chatSession) printMessage(m irisv1.Message, when bool) {
 	label, painted := s.label(m)
-	text := m.Text
-	if text == "" {
-		text = m.FinalText
-	}
 	prefix, stamp := "", ""
 	if when && m.TS > 0 {
 		stamp = clock(m.TS) + " "
@@ -121,7 +119,7 @@ func (s *chatSession) printMessage(m msgInfo, when bool) {
 	if m.Reasoning != "" {
 		s.println(prefix + s.dim("(thinking) "+oneLine(m.Reasoning, 200)))
 	}
-	s.println(prefix + painted + indented(stamp+label, text))
+	s.println(prefix + painted + indented(stamp+label, m.Text))
 	for _, md := range m.Media {
 		s.println(s.dim("  " + describeMedia(md)))
 	}
@@ -143,7 +141,7 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-func describeMedia(m mediaInfo) string {
+func describeMedia(m irisv1.Media) string {
 	name := m.Filename
 	if name == "" {
 		name = m.MediaID
@@ -163,7 +161,7 @@ func humanBytes(n int64) string {
 
 // footer is the dim line under a finished reply: model, latency and the
 // rest of the runtime the gateway reports.
-func (s *chatSession) footer(m msgInfo) string {
+func (s *chatSession) footer(m irisv1.Message) string {
 	var parts []string
 	model := m.Model
 	if m.Runtime != nil && m.Runtime.Model != "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -65,16 +66,16 @@ func TestChatLabelsEveryRole(t *testing.T) {
 	}
 	s := newChatSession(chatOptions{}, io.Discard, func() {})
 	for _, c := range []struct {
-		m    msgInfo
+		m    irisv1.Message
 		want string
 	}{
-		{msgInfo{Role: "assistant", Model: "delivery"}, "script › "},
-		{msgInfo{Role: "cron"}, "script › "},
-		{msgInfo{Role: "assistant", Model: "cron: backup"}, "cron backup › "},
-		{msgInfo{Role: "cron", Model: "cron: backup"}, "cron backup › "},
-		{msgInfo{Role: "assistant", Model: "gpt-5"}, "agent › "},
-		{msgInfo{Role: "system"}, "system › "},
-		{msgInfo{Role: "user"}, "you › "},
+		{irisv1.Message{Role: "assistant", Model: "delivery"}, "script › "},
+		{irisv1.Message{Role: "cron"}, "script › "},
+		{irisv1.Message{Role: "assistant", Model: "cron: backup"}, "cron backup › "},
+		{irisv1.Message{Role: "cron", Model: "cron: backup"}, "cron backup › "},
+		{irisv1.Message{Role: "assistant", Model: "gpt-5"}, "agent › "},
+		{irisv1.Message{Role: "system"}, "system › "},
+		{irisv1.Message{Role: "user"}, "you › "},
 	} {
 		if got, _ := s.label(c.m); got != c.want {
 			t.Errorf("label(%+v) = %q, want %q", c.m, got, c.want)
@@ -87,8 +88,8 @@ func TestChatLabelsEveryRole(t *testing.T) {
 func deliveriesMarked(t *testing.T, g *testgw.GW) bool {
 	d := g.Dial(t, "history-reader")
 	f := d.MustDo("history", client.Lane{ChatID: "default"}, map[string]any{"limit": 50})
-	var h historyInfo
-	if err := f.Decode(&h); err != nil {
+	h, err := client.Payload[irisv1.History](f)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range h.Messages {

@@ -74,19 +74,41 @@ func needsCleaning(s string) bool {
 // JSON is left to fail its decoding.
 func cleanFrame(f client.Frame) client.Frame {
 	f.Type, f.ChatID, f.ThreadID = visible(f.Type), visible(f.ChatID), visible(f.ThreadID)
-	if len(f.Payload) == 0 || !bytes.ContainsAny(f.Payload, `\`) && !needsCleaning(string(f.Payload)) {
-		return f // no escape, no control character: nothing to clean
+	f.Payload = cleanJSON(f.Payload)
+	return f
+}
+
+// cleanJSON is data with each string anywhere in it made visible, member
+// names included; data that is not JSON is returned as it is.
+func cleanJSON(data []byte) []byte {
+	if len(data) == 0 || !bytes.ContainsAny(data, `\`) && !needsCleaning(string(data)) {
+		return data // no escape, no control character: nothing to clean
 	}
-	dec := json.NewDecoder(bytes.NewReader(f.Payload))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
-		return f
+		return data
 	}
 	if b, err := json.Marshal(cleanValue(v)); err == nil {
-		f.Payload = b
+		return b
 	}
-	return f
+	return data
+}
+
+// cleaned is v (a payload that reached the chat already decoded, such as
+// the hello.ack client.Dial reads) with every string made visible, by the
+// same rule as cleanFrame's: through its JSON, so a member irisv1 gains
+// is covered too. Should that round trip ever fail, the zero value is
+// returned rather than v, which would go out as it came.
+func cleaned[T any](v T) T {
+	var out T
+	b, err := json.Marshal(v)
+	if err != nil || json.Unmarshal(cleanJSON(b), &out) != nil {
+		var zero T
+		return zero
+	}
+	return out
 }
 
 func cleanValue(v any) any {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,10 +11,12 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/internal/fakeopenai"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 // hostile is what a model told by a document could write: an OSC 52 that
@@ -64,6 +67,35 @@ func TestChatShowsControlCharacters(t *testing.T) {
 	}
 }
 
+// TestChatShowsTheDirectoryVisibly: the channel directory hello.ack
+// brings, which client.Dial decodes before any frame reaches the chat's
+// cleaning, shows a name's escape sequences as visible text too, as does
+// the :channels listing (channel.list). The gateway refuses such names
+// today; a row it did not check (an older version's, a restored backup)
+// or another Iris gateway can still carry one.
+func TestChatShowsTheDirectoryVisibly(t *testing.T) {
+	g := testgw.Start(t)
+	err := g.App.Store.Write(context.Background(), func(tx store.Tx) error {
+		return tx.PutChannel(core.Channel{ChatID: "chan_evil", Name: "Evil " + hostile, Kind: core.KindChannel})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "Evil ␛]52;c;cm0gLXJmIH4=␇ ␛[8mhidden␛[0m fake␍OVER <U+009B>2J ␇end"
+	r := startChat(t, chatOptions{URL: g.URL})
+	start := r.expect(ready)
+	r.send(":channels")
+	listing := r.expect("chan_evil")
+	for what, out := range map[string]string{"the welcome": start, ":channels": listing} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s does not show the name visibly:\n%s", what, out)
+		}
+		if strings.ContainsAny(out, "\x1b\r\x07\u009b") {
+			t.Errorf("%s wrote control characters from the gateway: %q", what, out)
+		}
+	}
+}
+
 func TestVisible(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain\ttext\nline": "plain\ttext\nline",
@@ -83,5 +115,13 @@ func TestVisible(t *testing.T) {
 	f := cleanFrame(client.Frame{Envelope: irisv1.Envelope{Type: "message", ChatID: "x\x1b", Payload: json.RawMessage(`{"text":"\u001b]0;title\u0007","n":12345678901234567890,"list":["\r"]}`)}})
 	if f.ChatID != "x␛" || string(f.Payload) != `{"list":["␍"],"n":12345678901234567890,"text":"␛]0;title␇"}` {
 		t.Errorf("cleanFrame: %q %s", f.ChatID, f.Payload)
+	}
+	// What reached the chat decoded: hello.ack, a request's error answer.
+	ack := cleaned(irisv1.HelloAck{Channels: []irisv1.Channel{{ChatID: "c\r", Name: "\x1b[2J", Icon: "\u009b"}}})
+	if c := ack.Channels[0]; c.ChatID != "c␍" || c.Name != "␛[2J" || c.Icon != "<U+009B>" {
+		t.Errorf("cleaned hello.ack: %+v", c)
+	}
+	if e := cleaned(irisv1.Error{Code: "auth\x07", Message: "no\x1b]0;t"}); e.Code != "auth␇" || e.Message != "no␛]0;t" {
+		t.Errorf("cleaned error: %+v", e)
 	}
 }

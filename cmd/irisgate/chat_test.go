@@ -17,6 +17,7 @@ import (
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
 )
 
@@ -538,7 +539,7 @@ func TestChatRendersPickersAndErrorFrames(t *testing.T) {
 	out := &syncBuf{}
 	s := newChatSession(chatOptions{}, out, func() {})
 	s.lane = client.Lane{ChatID: "default"}
-	s.dir = []chanEntry{{ChatID: "default", Name: "Default", Kind: "default", IsDefault: true}, {ChatID: "chan_w", Name: "Work", Kind: "channel"}}
+	s.dir = []irisv1.Channel{{ChatID: "default", Name: "Default", Kind: "default", IsDefault: true}, {ChatID: "chan_w", Name: "Work", Kind: "channel"}}
 	frame := func(typ, chat, payload string) client.Frame {
 		return client.Frame{Envelope: client.Envelope{V: 1, Type: typ, ChatID: chat, Payload: []byte(payload)}}
 	}

@@ -13,7 +13,7 @@ import (
 func parse(t *testing.T, args ...string) *CLI {
 	t.Helper()
 	var cli CLI
-	p, err := kong.New(&cli, kong.Configuration(tomlLoader), kong.Exit(func(int) { t.Fatal("exit") }))
+	p, err := kong.New(&cli, kong.Configuration(tomlLoader), defaults(), kong.Exit(func(int) { t.Fatal("exit") }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func run(args []string, o *cliIO) (code int) {
 		kong.Name("irisgate"),
 		kong.Description("A self-hosted gateway between your devices and your AI agent."),
 		kong.Configuration(tomlLoader),
-		kong.Vars{"version": versionLine()},
+		kong.Vars{"version": versionLine()}, defaults(),
 		kong.Writers(o.Out, o.Err),
 		kong.Exit(func(c int) { panic(exitCode(c)) }),
 		kong.Bind(o),

@@ -27,14 +27,14 @@ type ServeCmd struct {
 	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
 	LogLevel         string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
 	ShowReasoning    bool          `help:"Include the agent's reasoning in replies." default:"true" negatable:"" env:"IRISGATE_SHOW_REASONING"`
-	OutboxKeep       int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"200000" env:"IRISGATE_OUTBOX_KEEP"`
-	OutboxMaxAge     time.Duration `help:"Outbox frames older than this are pruned." default:"720h" env:"IRISGATE_OUTBOX_MAX_AGE"`
-	MaxFrame         int64         `help:"Largest WebSocket frame accepted, in bytes (Iris media uploads send binary frames up to this size)." default:"1048576" env:"IRISGATE_MAX_FRAME"`
-	MaxMedia         int64         `help:"Largest media file, in bytes: uploads and files the agent sends." default:"67108864" env:"IRISGATE_MAX_MEDIA"`
-	HelloTimeout     time.Duration `help:"How long a new connection has to send hello." default:"15s" env:"IRISGATE_HELLO_TIMEOUT"`
-	PingInterval     time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"20s" env:"IRISGATE_PING_INTERVAL"`
-	ShutdownWait     time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"10s" env:"IRISGATE_SHUTDOWN_WAIT"`
-	MaxConnsPerToken int           `name:"max-connections-per-token" help:"Live connections one token may have at once (devices sharing a token share them)." default:"64" env:"IRISGATE_MAX_CONNECTIONS_PER_TOKEN"`
+	OutboxKeep       int64         `help:"Outbox frames kept for sync; older ones are pruned (devices then reload with history)." default:"${outbox_keep}" env:"IRISGATE_OUTBOX_KEEP"`
+	OutboxMaxAge     time.Duration `help:"Outbox frames older than this are pruned." default:"${outbox_max_age}" env:"IRISGATE_OUTBOX_MAX_AGE"`
+	MaxFrame         int64         `help:"Largest WebSocket frame accepted, in bytes (Iris media uploads send binary frames up to this size)." default:"${max_frame}" env:"IRISGATE_MAX_FRAME"`
+	MaxMedia         int64         `help:"Largest media file, in bytes: uploads and files the agent sends." default:"${max_media}" env:"IRISGATE_MAX_MEDIA"`
+	HelloTimeout     time.Duration `help:"How long a new connection has to send hello." default:"${hello_timeout}" env:"IRISGATE_HELLO_TIMEOUT"`
+	PingInterval     time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"${ping_interval}" env:"IRISGATE_PING_INTERVAL"`
+	ShutdownWait     time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"${shutdown_wait}" env:"IRISGATE_SHUTDOWN_WAIT"`
+	MaxConnsPerToken int           `name:"max-connections-per-token" help:"Live connections one token may have at once (devices sharing a token share them)." default:"${max_conns_per_token}" env:"IRISGATE_MAX_CONNECTIONS_PER_TOKEN"`
 	TrustFlags
 	PublicURL string `help:"The web app's address as devices reach it, when that is not this machine's (behind a reverse proxy: https://iris.example.com/); pairing links use it." env:"IRISGATE_PUBLIC_URL"`
 	AgentFlags
@@ -56,7 +56,7 @@ type MobileFlags struct {
 	MobileExtraTokens    []string      `help:"Tokens bound to one Hermes Mobile device, as device_id=token: the token admits only that device, and the device only its tokens. Prefer the environment: flags show in process lists." env:"IRISGATE_MOBILE_EXTRA_TOKENS" group:"Hermes Mobile"`
 	MobileHomeDevice     string        `help:"Where a Hermes Mobile deliver that names no target goes (a device id, or mobile:<id>)." env:"IRISGATE_MOBILE_HOME_DEVICE" group:"Hermes Mobile"`
 	MobileAvatarURL      string        `help:"Avatar page announced to Hermes Mobile apps in ready." env:"IRISGATE_MOBILE_AVATAR_URL" group:"Hermes Mobile"`
-	MobilePromptTTL      time.Duration `help:"How long a Hermes Mobile prompt card stays open." default:"300s" env:"IRISGATE_MOBILE_PROMPT_TTL" group:"Hermes Mobile"`
+	MobilePromptTTL      time.Duration `help:"How long a Hermes Mobile prompt card stays open." default:"${mobile_prompt_ttl}" env:"IRISGATE_MOBILE_PROMPT_TTL" group:"Hermes Mobile"`
 }
 
 // Run starts the gateway and serves until SIGINT or SIGTERM.
@@ -133,10 +133,12 @@ func (c *ServeCmd) Run(cli *CLI) error {
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
 		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(),
-		Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel, Push: c.PushFlags.config(),
-		ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
-		Media: media.Limits{MaxSize: c.MaxMedia}, ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
-		Bounds: gateway.Bounds{ConnsPerToken: c.MaxConnsPerToken},
+		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
+			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
+			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
+			Bounds: gateway.Bounds{ConnsPerToken: c.MaxConnsPerToken}},
+		Push:  c.PushFlags.config(),
+		Media: media.Limits{MaxSize: c.MaxMedia},
 		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
 			Mobile: mobile.Settings{DeliverTokens: c.DeliverTokens, AllowedDevices: c.MobileAllowedDevices, ExtraTokens: c.MobileExtraTokens,
 				HomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, PromptTTL: c.MobilePromptTTL}},

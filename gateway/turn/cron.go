@@ -37,7 +37,7 @@ func (r *Runner) EnqueueCron(ctx context.Context, lk core.Lane, j store.CronJob,
 	if err := r.c.Commit(ctx, func(tx store.Tx) error { return tx.QueueTurn(lk, p.Msg.ID) }, nil); err != nil {
 		return err
 	}
-	if err := r.Enqueue(p); err != nil && err != ErrShuttingDown {
+	if err := r.Enqueue(p); err != nil && !errors.Is(err, ErrShuttingDown) {
 		return err
 	}
 	return nil

@@ -14,29 +14,34 @@ import "github.com/irisgate/irisgate/core"
 
 // Bounds are those bounds; zero fields take the defaults.
 type Bounds struct {
-	PerToken int // turns queued and running of one token (64)
-	InAll    int // of all tokens (512)
-	Running  int // turns running at once (16)
+	PerToken int // turns queued and running of one token
+	InAll    int // of all tokens
+	Running  int // turns running at once
 }
+
+// The defaults of Bounds.
+const (
+	DefaultPerToken = 64
+	DefaultInAll    = 512
+	DefaultRunning  = 16
+)
+
+// The bounds' refusals.
+var (
+	ErrTokenTurns = core.NewKind("turns_of_token_full", core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers")
+	ErrAllTurns   = core.NewKind("turns_full", core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers")
+)
 
 func (b *Bounds) defaults() {
 	if b.PerToken == 0 {
-		b.PerToken = 64
+		b.PerToken = DefaultPerToken
 	}
 	if b.InAll == 0 {
-		b.InAll = 512
+		b.InAll = DefaultInAll
 	}
 	if b.Running == 0 {
-		b.Running = 16
+		b.Running = DefaultRunning
 	}
-}
-
-func (b Bounds) tokenTurns() error {
-	return core.Errorf(core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers", b.PerToken)
-}
-
-func (b Bounds) allTurns() error {
-	return core.Errorf(core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers", b.InAll)
 }
 
 // Slot is one turn's place in the bounds across lanes. Freeing it twice
@@ -64,11 +69,11 @@ func (r *Runner) takeSlotLocked(token string, force bool) (*Slot, error) {
 		b := r.cfg.Bounds
 		if token != "" && c.byToken[token] >= b.PerToken {
 			r.cfg.Metrics.Limited.WithLabelValues("token_turns").Inc()
-			return nil, b.tokenTurns()
+			return nil, ErrTokenTurns.New(b.PerToken)
 		}
 		if c.all >= b.InAll {
 			r.cfg.Metrics.Limited.WithLabelValues("all_turns").Inc()
-			return nil, b.allTurns()
+			return nil, ErrAllTurns.New(b.InAll)
 		}
 	}
 	c.all++

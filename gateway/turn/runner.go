@@ -91,6 +91,9 @@ type Config struct {
 // answer; silence on an approval is a deny.
 const DefaultAskTimeout = 300 * time.Second
 
+// DefaultProgressEvery is how often a streaming reply's text is saved.
+const DefaultProgressEvery = time.Second
+
 // MaxQueued bounds the messages of people waiting in one lane for their
 // turn (the running one aside). A message beyond it is refused before it
 // is stored, so what a restart reloads is bounded too. Cron runs are not
@@ -98,7 +101,7 @@ const DefaultAskTimeout = 300 * time.Second
 const MaxQueued = 32
 
 // ErrShuttingDown refuses new turns during shutdown.
-var ErrShuttingDown = core.Errorf(core.CodeUnsupported, "the gateway is shutting down")
+var ErrShuttingDown = core.NewKind("shutting_down", core.CodeUnsupported, "the gateway is shutting down")
 
 // ErrQueueFull refuses a message when its lane's queue is full.
 var ErrQueueFull = core.Errorf(core.CodeRateLimited,
@@ -160,7 +163,7 @@ func New(c Committer, st Store, h Host, log *slog.Logger, cfg Config) *Runner {
 		cfg.Agent = &agent.Echo{}
 	}
 	if cfg.ProgressEvery == 0 {
-		cfg.ProgressEvery = time.Second
+		cfg.ProgressEvery = DefaultProgressEvery
 	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = DefaultAskTimeout
@@ -220,7 +223,7 @@ func (r *Runner) Reserve(lk core.Lane, token string) (*Slot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
-		return nil, ErrShuttingDown
+		return nil, ErrShuttingDown.New()
 	}
 	l := r.lanes[lk]
 	if l != nil && l.queuedLocked() >= MaxQueued {
@@ -275,7 +278,7 @@ func (r *Runner) Enqueue(p Pending) error {
 	defer r.mu.Unlock()
 	if r.down {
 		r.freeSlotLocked(p.Slot)
-		return ErrShuttingDown
+		return ErrShuttingDown.New()
 	}
 	l := r.laneLocked(p.Msg.Lane)
 	l.pending = append(l.pending, p)

@@ -124,7 +124,7 @@ func TestStopKeepsPartialReply(t *testing.T) {
 func TestTakenSteerEndsWithTheTurn(t *testing.T) {
 	for _, stopIt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stopped=%v", stopIt), func(t *testing.T) {
-			took := make(chan struct{})
+			took, checked := make(chan struct{}), make(chan struct{})
 			ag := &script{fn: func(ctx context.Context, tn agent.Turn, emit func(agent.Event)) error {
 				select {
 				case s := <-tn.Steer:
@@ -134,6 +134,12 @@ func TestTakenSteerEndsWithTheTurn(t *testing.T) {
 					return ctx.Err()
 				}
 				close(took)
+				// The turn runs on until the test has looked at what is
+				// owed meanwhile.
+				select {
+				case <-checked:
+				case <-ctx.Done():
+				}
 				if stopIt {
 					<-ctx.Done()
 					return ctx.Err()
@@ -157,6 +163,7 @@ func TestTakenSteerEndsWithTheTurn(t *testing.T) {
 			if owed := rg.owed(); len(owed) != 1 || owed[0].MessageID != start.ID {
 				t.Fatalf("owed while the turn runs on: %+v, want its own row alone", owed)
 			}
+			close(checked)
 			if stopIt {
 				rg.r.Stop(hub.Caller{}, lk)
 			}

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -157,7 +158,7 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 	}
 	// Echoed and owed: at shutdown the next start answers it, as a sent
 	// message's.
-	if err := r.EnqueueReserved(p); err != nil && err != ErrShuttingDown {
+	if err := r.EnqueueReserved(p); err != nil && !errors.Is(err, ErrShuttingDown) {
 		return true, err
 	}
 	return true, nil

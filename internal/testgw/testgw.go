@@ -66,9 +66,10 @@ func Start(t testing.TB, edit ...func(*server.AppConfig)) *GW {
 func StartIn(t testing.TB, dir string, edit ...func(*server.AppConfig)) *GW {
 	t.Helper()
 	cfg := server.AppConfig{
-		DataDir: dir, Token: Token, Agent: &agent.Echo{}, ShowReasoning: true,
+		DataDir: dir, Token: Token,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
+	cfg.Agent, cfg.ShowReasoning = &agent.Echo{}, true
 	for _, e := range edit {
 		e(&cfg)
 	}

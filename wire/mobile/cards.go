@@ -1,12 +1,14 @@
 package mobile
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 )
 
 // A card is a core picker as a Hermes Mobile prompt: exec_approval ↔
@@ -150,12 +152,12 @@ func (c *card) resolve(optionID, text string) (applied, value string, needText b
 }
 
 func (c *card) frame(now time.Time) []byte {
-	p := promptJSON{T: "prompt", ID: c.id, Kind: c.kind, Text: c.text, Command: c.command, Description: c.desc,
-		Session: c.session, TimeoutSeconds: max(int((c.deadline.Sub(now)+time.Second-1)/time.Second), 1), Options: make([]optionJSON, len(c.options))}
+	p := mobilev1.Prompt{T: "prompt", ID: c.id, Kind: c.kind, Text: c.text, Command: c.command, Description: c.desc,
+		Session: c.session, TimeoutSeconds: max(int((c.deadline.Sub(now)+time.Second-1)/time.Second), 1), Options: make([]mobilev1.Option, len(c.options))}
 	for i, o := range c.options {
-		p.Options[i] = optionJSON{ID: o.ID, Label: o.Label, Style: o.Style}
+		p.Options[i] = mobilev1.Option{ID: o.ID, Label: o.Label, Style: o.Style}
 	}
-	return marshal(p)
+	return mobilev1.Marshal(p)
 }
 
 // cards are the open cards of every Hermes Mobile device, by picker id.
@@ -237,7 +239,7 @@ func (cs *cards) expire(c *card) {
 	}
 	delete(cs.m, c.id)
 	cs.mu.Unlock()
-	cs.d.sendTo(c.device, marshal(promptDoneJSON{T: "prompt_done", ID: c.id, Expired: true}))
+	cs.d.sendTo(c.device, mobilev1.Marshal(mobilev1.PromptDone{T: "prompt_done", ID: c.id, Expired: true}))
 }
 
 // get returns an open card.
@@ -281,7 +283,7 @@ func (cs *cards) take(id, device string) *card {
 // when nobody answered.
 func (c *card) doneFrame(value string) []byte {
 	if value == "" {
-		return marshal(promptDoneJSON{T: "prompt_done", ID: c.id, Expired: true})
+		return mobilev1.Marshal(mobilev1.PromptDone{T: "prompt_done", ID: c.id, Expired: true})
 	}
 	applied := "other"
 	for _, o := range c.options {
@@ -293,7 +295,7 @@ func (c *card) doneFrame(value string) []byte {
 	if c.kind != "clarify" && applied == "other" {
 		applied = value // an approval or confirm answered off the card's options
 	}
-	return marshal(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
+	return mobilev1.Marshal(mobilev1.PromptDone{T: "prompt_done", ID: c.id, OptionID: applied})
 }
 
 // of returns the device's open cards, oldest first.
@@ -323,4 +325,59 @@ func (cs *cards) close() {
 		c.timer.Stop()
 		delete(cs.m, id)
 	}
+}
+
+// answer takes a card's answer.
+func (s *Session) answer(ctx context.Context, a mobilev1.PromptAnswer) error {
+	c := s.d.cards.get(a.PromptID)
+	if c == nil {
+		s.reply(mobilev1.PromptDone{T: "prompt_done", ID: a.PromptID, Expired: true})
+		return nil
+	}
+	if c.device != s.hubID {
+		return ErrOtherCard.New()
+	}
+	gw := s.d.cfg.GW
+	if !gw.PickerPending(c.id) { // answered on another device, or timed out
+		s.d.cards.done(c)
+		s.reply(mobilev1.PromptDone{T: "prompt_done", ID: c.id, Expired: true})
+		return nil
+	}
+	applied, value, needText := c.resolve(a.OptionID, a.Text)
+	if needText {
+		s.d.cards.done(c)
+		s.awaitText = c
+		s.reply(mobilev1.PromptDone{T: "prompt_done", ID: c.id, OptionID: applied})
+		return nil
+	}
+	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
+		return err
+	}
+	// The picker's close has normally told this device already, with the
+	// same option; it did not if the picker went meanwhile without one.
+	if s.d.cards.take(c.id, s.hubID) != nil {
+		s.reply(mobilev1.PromptDone{T: "prompt_done", ID: c.id, OptionID: applied})
+	}
+	return nil
+}
+
+// answerText gives a text message to a clarify card answered "other"
+// before, while that question still waits; done is false when the text is
+// an ordinary message.
+func (s *Session) answerText(ctx context.Context, text string) (done bool, err error) {
+	c := s.awaitText
+	if c == nil {
+		return false, nil
+	}
+	s.awaitText = nil
+	gw := s.d.cfg.GW
+	if time.Now().After(c.deadline) || !gw.PickerPending(c.id) {
+		return false, nil
+	}
+	_, value, _ := c.resolve("other", text)
+	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
+		s.awaitText = c // let the person try again
+		return true, err
+	}
+	return true, nil
 }

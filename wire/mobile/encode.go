@@ -3,9 +3,11 @@ package mobile
 import (
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 )
 
 // codec turns the core's events into the frames of one Hermes Mobile
@@ -130,18 +132,18 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 		outs = c.output(messageFrames(m.ID, m.Text, began, true))
 	case core.EvTyping:
 		if ev.On {
-			outs = []hub.Out{{Data: marshal(typingJSON{T: "typing"})}}
+			outs = []hub.Out{{Data: mobilev1.Marshal(mobilev1.Typing{T: "typing"})}}
 		}
 	case core.EvAgentBusy:
 		c.busy = true
 		if c.quiet != nil {
 			c.quiet.Stop()
 		}
-		outs = c.setAvatar(nil, AvatarThinking)
+		outs = c.setAvatar(nil, mobilev1.AvatarThinking)
 	case core.EvAgentIdle:
 		c.busy = false
-		outs = []hub.Out{{Data: marshal(typingJSON{T: "typing", Stop: true})}}
-		if c.avatar == AvatarThinking || c.quiet == nil {
+		outs = []hub.Out{{Data: mobilev1.Marshal(mobilev1.Typing{T: "typing", Stop: true})}}
+		if c.avatar == mobilev1.AvatarThinking || c.quiet == nil {
 			c.armQuiet()
 		}
 	case core.EvMediaOffer:
@@ -180,7 +182,7 @@ func (c *codec) sendFiles(ms []core.Media) {
 // output notes that the agent produced output: the avatar speaks, and
 // returns to rest after a quiet spell.
 func (c *codec) output(outs []hub.Out) []hub.Out {
-	outs = c.setAvatar(outs, AvatarSpeaking)
+	outs = c.setAvatar(outs, mobilev1.AvatarSpeaking)
 	c.armQuiet()
 	return outs
 }
@@ -198,9 +200,9 @@ func (c *codec) quietDone() {
 	if c.closed || c.conn == nil {
 		return
 	}
-	state := AvatarIdle
+	state := mobilev1.AvatarIdle
 	if c.busy {
-		state = AvatarThinking // output paused, the agent still works
+		state = mobilev1.AvatarThinking // output paused, the agent still works
 	}
 	for _, o := range c.setAvatar(nil, state) {
 		c.conn.Send(o)
@@ -211,13 +213,13 @@ func (c *codec) quietDone() {
 func (c *codec) setAvatar(outs []hub.Out, state string) []hub.Out {
 	cur := c.avatar
 	if cur == "" {
-		cur = AvatarIdle
+		cur = mobilev1.AvatarIdle
 	}
 	if cur == state {
 		return outs
 	}
 	c.avatar = state
-	return append(outs, hub.Out{Data: marshal(avatarJSON{T: "avatar", State: state})})
+	return append(outs, hub.Out{Data: mobilev1.Marshal(mobilev1.Avatar{T: "avatar", State: state})})
 }
 
 // update returns the frames a stream's new text calls for now: its first
@@ -245,7 +247,7 @@ func (c *codec) update(id string, st *stream) []hub.Out {
 }
 
 func (c *codec) editInterval(text string) time.Duration {
-	n := (chars(text) + ChunkChars - 1) / ChunkChars
+	n := (utf8.RuneCountInString(text) + mobilev1.ChunkChars - 1) / mobilev1.ChunkChars
 	return c.d.cfg.EditEvery * time.Duration(max(n, 1))
 }
 
@@ -269,33 +271,21 @@ func (c *codec) flush(id string) {
 	}
 }
 
-// messageFrames cuts text into message frames of at most ChunkChars
+// messageFrames cuts text into message frames of at most mobilev1.ChunkChars
 // characters with one id; final marks the last. Edits in flight carry a
 // queue key, so under backpressure only the newest edit of each chunk
 // waits to be written.
 func messageFrames(id, text string, edit, final bool) []hub.Out {
-	parts := splitChars(text, ChunkChars)
+	parts := mobilev1.SplitChars(text, mobilev1.ChunkChars)
 	outs := make([]hub.Out, len(parts))
 	for i, p := range parts {
 		last := i == len(parts)-1
-		outs[i] = hub.Out{Data: marshal(messageJSON{T: "message", ID: id, Text: p, Chunk: chunkJSON{Index: i, Total: len(parts)}, Final: final && last, Edit: edit})}
+		outs[i] = hub.Out{Data: mobilev1.Marshal(mobilev1.Message{T: "message", ID: id, Text: p, Chunk: mobilev1.Chunk{Index: i, Total: len(parts)}, Final: final && last, Edit: edit})}
 		if edit && !final {
 			outs[i].Key = "m\x00" + id + "\x00" + itoa(i)
 		}
 	}
 	return outs
-}
-
-// splitChars cuts s into pieces of at most n characters (at least one
-// piece, possibly empty).
-func splitChars(s string, n int) []string {
-	var out []string
-	for chars(s) > n {
-		cut := len(truncate(s, n))
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
 }
 
 func itoa(i int) string {

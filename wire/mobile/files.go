@@ -3,14 +3,17 @@ package mobile
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 )
 
 // Files the agent sends reach a phone as media frames. The codec only
@@ -19,6 +22,12 @@ import (
 // file from the media store a chunk at a time and queues its frames at the
 // pace the phone reads them (hub.Conn.SendWait), so a slow phone holds a
 // chunk or two in memory, never a whole file, and delays nobody else.
+
+// downChunkBytes is the size of a media chunk sent to a device: the
+// protocol's ~3 MiB, less a little so one chunk, base64-encoded with its
+// frame, fits in half a connection's default send queue (8 MiB), which is
+// what a waiting send needs.
+const downChunkBytes = mobilev1.MediaChunkBytes - 4<<10
 
 // Bounds of a connection's files waiting to be sent.
 const (
@@ -134,18 +143,18 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) error {
 	m, f, err := o.d.cfg.GW.PullMedia(ctx, mediaID)
 	if err != nil {
-		if core.AsError(err).Code == core.CodeNotFound {
+		if errors.Is(err, gateway.ErrUnknownMedia) || errors.Is(err, media.ErrGone) {
 			return nil // deleted with its message meanwhile
 		}
 		return err
 	}
 	defer f.Close()
 	send := func(out hub.Out) error { return conn.SendWait(ctx, out) }
-	if m.Size > MaxMediaBytes {
+	if m.Size > mobilev1.MaxMediaBytes {
 		// The protocol's ceiling holds both ways: the app is told where
 		// the file is instead.
 		text := fmt.Sprintf("📎 %s (%s) is larger than the %d MiB this app takes: open it from this conversation on another device.",
-			m.Filename, humanSize(m.Size), MaxMediaBytes>>20)
+			m.Filename, humanSize(m.Size), mobilev1.MaxMediaBytes>>20)
 		for _, out := range messageFrames(core.NewID("m_"), text, false, true) {
 			if err := send(out); err != nil {
 				return err
@@ -153,7 +162,7 @@ func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) err
 		}
 		return nil
 	}
-	return mediaFrames(mediaOutJSON{ID: m.ID, Kind: outKind(m.Kind, m.Mime), Mime: m.Mime, Filename: m.Filename},
+	return mediaFrames(mobilev1.MediaOut{ID: m.ID, Kind: outKind(m.Kind, m.Mime), Mime: m.Mime, Filename: m.Filename},
 		m.Size, f, downChunkBytes, send)
 }
 
@@ -182,7 +191,7 @@ func outKind(kind, mimeType string) string {
 // kind, mime and filename, the caption on the first, the last final. One
 // chunk is in memory at a time. It stops at the first error, and fails if
 // r holds fewer than size bytes.
-func mediaFrames(h mediaOutJSON, size int64, r io.Reader, chunk int, send func(hub.Out) error) error {
+func mediaFrames(h mobilev1.MediaOut, size int64, r io.Reader, chunk int, send func(hub.Out) error) error {
 	parts := max(int((size+int64(chunk)-1)/int64(chunk)), 1)
 	buf := make([]byte, min(int64(chunk), size))
 	caption := h.Caption
@@ -198,7 +207,7 @@ func mediaFrames(h mediaOutJSON, size int64, r io.Reader, chunk int, send func(h
 		}
 		// The data is spliced in rather than marshalled: base64 needs no
 		// escaping, and a marshal would copy megabytes once more.
-		head := marshal(h)
+		head := mobilev1.Marshal(h)
 		out := make([]byte, 0, len(head)+len(`,"data":""`)+base64.StdEncoding.EncodedLen(int(n)))
 		out = append(out, head[:len(head)-1]...)
 		out = append(out, `,"data":"`...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -58,7 +59,7 @@ func TestMediaFramesPaced(t *testing.T) {
 	r := &countingReader{r: bytes.NewReader(file)}
 	sent := make(chan error, 1)
 	go func() {
-		sent <- mediaFrames(mediaOutJSON{ID: "md_1", Kind: "document", Mime: "application/pdf", Filename: "f.pdf"}, int64(len(file)), r, chunk,
+		sent <- mediaFrames(mobilev1.MediaOut{ID: "md_1", Kind: "document", Mime: "application/pdf", Filename: "f.pdf"}, int64(len(file)), r, chunk,
 			func(o hub.Out) error { return conn.SendWait(ctx, o) })
 	}()
 	var (

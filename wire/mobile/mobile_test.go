@@ -11,51 +11,8 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/mobilev1"
 )
-
-func TestB64Size(t *testing.T) {
-	for n := range 40 {
-		data := bytes.Repeat([]byte{0xa5}, n)
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
-			s := enc.EncodeToString(data)
-			if got := b64Size(s); got != n {
-				t.Errorf("b64Size(%q) = %d, want %d", s, got, n)
-			}
-			b, e := decodeB64("data", s)
-			if e != nil || !bytes.Equal(b, data) {
-				t.Errorf("decodeB64(%q) = %v, %v", s, b, e)
-			}
-		}
-	}
-	// Line breaks (MIME-style base64) are not counted.
-	s := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 100))
-	wrapped := s[:76] + "\r\n" + s[76:] + "\n"
-	if got := b64Size(wrapped); got != 100 {
-		t.Errorf("b64Size of wrapped base64 = %d, want 100", got)
-	}
-	if b, e := decodeB64("data", wrapped); e != nil || len(b) != 100 {
-		t.Errorf("decodeB64 of wrapped base64: %d bytes, %v", len(b), e)
-	}
-	for _, bad := range []string{"!!!!", "QQ=Q", "Q", "QUJD\x00"} {
-		if _, e := decodeB64("data", bad); e == nil || e.Code != CodeBadFrame {
-			t.Errorf("decodeB64(%q) = %v, want bad_frame", bad, e)
-		}
-	}
-}
-
-func TestSplitChars(t *testing.T) {
-	text := strings.Repeat("é", ChunkChars) + strings.Repeat("a", ChunkChars) + "🙂"
-	parts := splitChars(text, ChunkChars)
-	if len(parts) != 3 || chars(parts[0]) != ChunkChars || chars(parts[1]) != ChunkChars || parts[2] != "🙂" {
-		t.Fatalf("split into %d parts", len(parts))
-	}
-	if strings.Join(parts, "") != text {
-		t.Fatal("parts do not concatenate to the text")
-	}
-	if p := splitChars("", ChunkChars); len(p) != 1 || p[0] != "" {
-		t.Fatalf("empty text: %q", p)
-	}
-}
 
 func decodeOut(t *testing.T, o hub.Out) map[string]any {
 	t.Helper()
@@ -67,7 +24,7 @@ func decodeOut(t *testing.T, o hub.Out) map[string]any {
 }
 
 func TestMessageFrames(t *testing.T) {
-	text := strings.Repeat("x", 2*ChunkChars+1)
+	text := strings.Repeat("x", 2*mobilev1.ChunkChars+1)
 	for _, tc := range []struct {
 		edit, final bool
 	}{{false, true}, {false, false}, {true, false}, {true, true}} {
@@ -102,7 +59,7 @@ func TestMessageFrames(t *testing.T) {
 func TestMediaFrames(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 25)
 	var frames []map[string]any
-	h := mediaOutJSON{ID: "md_1", Kind: "image", Mime: "image/png", Filename: "a.png", Caption: "cap"}
+	h := mobilev1.MediaOut{ID: "md_1", Kind: "image", Mime: "image/png", Filename: "a.png", Caption: "cap"}
 	err := mediaFrames(h, int64(len(data)), bytes.NewReader(data), 100, func(o hub.Out) error {
 		frames = append(frames, decodeOut(t, o))
 		return nil
@@ -140,7 +97,7 @@ func TestMediaFrames(t *testing.T) {
 	}
 	// A chunk of the default size fits in half the default send queue.
 	full := bytes.Repeat([]byte{1}, downChunkBytes)
-	mediaFrames(mediaOutJSON{ID: "md_" + strings.Repeat("x", 16), Kind: "document", Mime: "application/octet-stream", Filename: strings.Repeat("f", MaxFilenameChars)},
+	mediaFrames(mobilev1.MediaOut{ID: "md_" + strings.Repeat("x", 16), Kind: "document", Mime: "application/octet-stream", Filename: strings.Repeat("f", mobilev1.MaxFilenameChars)},
 		int64(len(full)), bytes.NewReader(full), downChunkBytes,
 		func(o hub.Out) error {
 			if len(o.Data) > hub.DefaultLimits.MaxBytes/2 {
@@ -266,7 +223,7 @@ func TestCardFrame(t *testing.T) {
 	defer d.Close()
 	p := &core.Picker{ID: "pk_1", Kind: "approval", Title: "Run this command?", Command: "ls", Description: "lists"}
 	data := d.cards.open("mobile:a", "mobile:a", p)
-	var f promptJSON
+	var f mobilev1.Prompt
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)
 	}
@@ -316,60 +273,3 @@ func TestDedupe(t *testing.T) {
 		t.Fatal("an expired key is new again")
 	}
 }
-
-// TestLimitBoundaries: each limit of the protocol's table is inclusive,
-// and one unit more is refused with its code (the end-to-end tests cover
-// each over a socket; the megabyte boundaries are checked here, where they
-// are cheap).
-func TestLimitBoundaries(t *testing.T) {
-	lit := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
-	b64 := func(n int) json.RawMessage {
-		return json.RawMessage(`"` + base64.StdEncoding.EncodeToString(make([]byte, n)) + `"`)
-	}
-	at, over := b64(MaxMediaBytes), b64(MaxMediaBytes+1)
-	want := func(what string, e *Error, code string) {
-		t.Helper()
-		switch {
-		case code == "" && e != nil:
-			t.Errorf("%s: refused: %v", what, e)
-		case code != "" && (e == nil || e.Code != code):
-			t.Errorf("%s: %v, want %s", what, e, code)
-		}
-	}
-	_, e := parseAudio(&inFrame{T: "audio", ID: "a", m: members{Format: lit("ogg"), Data: at}})
-	want("audio of 8 MiB", e, "")
-	_, e = parseAudio(&inFrame{T: "audio", ID: "a", m: members{Format: lit("ogg"), Data: over}})
-	want("audio of 8 MiB + 1", e, CodeTooBig)
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: at}})
-	want("a media frame of 8 MiB", e, "")
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: over}})
-	want("a media frame of 8 MiB + 1", e, CodeTooBig)
-	_, e = parseDeliver(&inFrame{T: "deliver", m: members{Media: json.RawMessage(`{"kind":"document","data":` + string(at) + `}`)}})
-	want("delivered media of 8 MiB", e, "")
-	_, e = parseDeliver(&inFrame{T: "deliver", m: members{Media: json.RawMessage(`{"kind":"document","data":` + string(over) + `}`)}})
-	want("delivered media of 8 MiB + 1", e, CodeTooBig)
-
-	text := strings.Repeat("é", MaxTextChars)
-	_, e = parseText(&inFrame{T: "text", ID: "t", m: members{Text: lit(text)}})
-	want("text of 12,000 characters", e, "")
-	_, e = parseText(&inFrame{T: "text", ID: "t", m: members{Text: lit(text + "é")}})
-	want("text of 12,001 characters", e, CodeTooBig)
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: b64(1), Caption: lit(text)}})
-	want("caption of 12,000 characters", e, "")
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: b64(1), Caption: lit(text + "x")}})
-	want("caption of 12,001 characters", e, CodeTooBig)
-	_, e = parseDeliver(&inFrame{T: "deliver", m: members{Text: lit(text + "x")}})
-	want("delivered text of 12,001 characters", e, CodeTooBig)
-
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: b64(1), Part: lit2(2047), Parts: lit2(2048)}})
-	want("part 2047 of 2048", e, "")
-	_, e = parseMedia(&inFrame{T: "media", ID: "m", m: members{Kind: lit("image"), Data: b64(1), Parts: lit2(2049)}})
-	want("2049 parts", e, CodeBadFrame)
-
-	f, e := decode([]byte(`{"t":"text","id":"` + strings.Repeat("i", 200) + `","text":"x"}`))
-	if e != nil || len(f.ID) != MaxIDChars {
-		t.Errorf("an id of 200 characters: %v, %d characters kept", e, len(f.ID))
-	}
-}
-
-func lit2(n int) json.RawMessage { return json.RawMessage(fmt.Sprint(n)) }

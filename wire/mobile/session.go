@@ -1,24 +1,37 @@
 package mobile
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"io"
+	"errors"
 	"log/slog"
-	"mime"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/proto/mobilev1"
+	"github.com/irisgate/irisgate/wire"
 )
+
+// The defaults of Config and Settings, which the command line's flags
+// show too.
+const (
+	DefaultMaxFrame    = mobilev1.MaxFrameBytes // the protocol's limit
+	DefaultPromptTTL   = mobilev1.PromptTTLSeconds * time.Second
+	DefaultAvatarQuiet = 3 * time.Second
+	DefaultEditEvery   = 250 * time.Millisecond
+	DefaultSendTimeout = 30 * time.Second
+)
+
+// TokenDevices bounds what one token's devices hold of unfinished
+// uploads together: this many devices' worth of the protocol's limits per
+// device (MaxUploads, MaxUploadBuffer), so device ids of the client's
+// choosing do not buy memory without end.
+const TokenDevices = 4
 
 // SessionPrefix makes a device's session (and its lane's chat id, and its
 // device id in the hub) from its device.id.
@@ -29,6 +42,8 @@ type Config struct {
 	GW   *gateway.Gateway
 	Auth *gateway.Auth
 	Log  *slog.Logger
+	// MaxFrame bounds every frame after the hello (mobilev1.MaxFrameBytes).
+	MaxFrame int64
 	Settings
 }
 
@@ -61,16 +76,19 @@ type Settings struct {
 
 func (c *Config) defaults() {
 	if c.AvatarQuiet == 0 {
-		c.AvatarQuiet = 3 * time.Second
+		c.AvatarQuiet = DefaultAvatarQuiet
 	}
 	if c.EditEvery == 0 {
-		c.EditEvery = 250 * time.Millisecond
+		c.EditEvery = DefaultEditEvery
 	}
 	if c.PromptTTL == 0 {
-		c.PromptTTL = PromptTTLSeconds * time.Second
+		c.PromptTTL = DefaultPromptTTL
+	}
+	if c.MaxFrame == 0 {
+		c.MaxFrame = DefaultMaxFrame
 	}
 	if c.SendTimeout == 0 {
-		c.SendTimeout = 30 * time.Second
+		c.SendTimeout = DefaultSendTimeout
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -82,7 +100,7 @@ func (c *Config) defaults() {
 // device).
 type Dialect struct {
 	cfg    Config
-	access gateway.MobileAccess
+	access access
 	dedupe *dedupe
 	cards  *cards
 
@@ -103,19 +121,7 @@ func New(cfg Config) *Dialect {
 	cfg.defaults()
 	d := &Dialect{cfg: cfg, dedupe: newDedupe(DedupeTTL, DedupeKeys), sessions: map[string]*Session{}, uploads: map[string]*tokenUploads{}}
 	d.cards = &cards{d: d, m: map[string]*card{}}
-	d.access = gateway.MobileAccess{Deliver: cfg.DeliverTokens, Allowed: cfg.AllowedDevices, Bindings: map[string][]string{}}
-	for _, e := range cfg.ExtraTokens {
-		dev, tok, ok := strings.Cut(e, "=")
-		dev, tok = strings.TrimSpace(dev), strings.TrimSpace(tok)
-		if !ok || dev == "" || tok == "" {
-			cfg.Log.Warn("mobile: ignoring an extra token that is not device_id=token")
-			continue
-		}
-		// Keyed by the device's id in the gateway: such an entry binds
-		// the phone, never an Iris device of the same name.
-		hub := SessionPrefix + dev
-		d.access.Bindings[hub] = append(d.access.Bindings[hub], tok)
-	}
+	d.access = newAccess(cfg.Settings, cfg.Log)
 	return d
 }
 
@@ -133,16 +139,6 @@ func (d *Dialect) sendTo(device string, data []byte) {
 	if s := d.session(device); s != nil {
 		s.conn.Send(hub.Out{Data: data})
 	}
-}
-
-// Peer is where a connection comes from.
-type Peer struct {
-	Addr string
-	// Local is a connection over the gateway's admin socket, which only
-	// its owner's processes can open: such a connection may send deliver
-	// without a delivery token. A loopback TCP address proves nothing of
-	// the kind (a reverse proxy on the same host makes everyone loopback).
-	Local bool
 }
 
 // Session is one authenticated Hermes Mobile connection.
@@ -166,15 +162,15 @@ type Session struct {
 
 // Open handles the first frame, which must be a hello with a valid token.
 // On success ready is queued, then the device's open cards.
-func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, error) {
-	f, e := decode(first)
+func (d *Dialect) Open(ctx context.Context, peer wire.Peer, first []byte) (wire.Session, error) {
+	f, e := mobilev1.Decode(first)
 	if e != nil {
 		return nil, fatal(e)
 	}
 	if f.T != "hello" {
-		return nil, fatal(errorf(CodeBadFrame, "the first frame must be hello, not %q", truncate(f.T, 32)))
+		return nil, fatal(fromCore(ErrNotHello.New(mobilev1.Truncate(f.T, 32))))
 	}
-	h, e := parseHello(f)
+	h, e := f.Hello()
 	if e != nil {
 		return nil, fatal(e)
 	}
@@ -183,18 +179,12 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 		rand.Read(b[:])
 		h.DeviceID = "dev-" + hex.EncodeToString(b[:])
 	}
-	grant, err := d.cfg.Auth.Admit(ctx, gateway.Attempt{Dialect: gateway.DialectMobile, Addr: peer.Addr, Token: h.Token,
-		Device: SessionPrefix + h.DeviceID, Mobile: &d.access})
+	grant, err := d.access.admit(ctx, d.cfg.Auth, peer.Addr, h.Token, h.DeviceID)
 	if err != nil {
-		ce := core.AsError(err)
-		switch ce.Code {
-		case core.CodeForbidden:
-			return nil, fatal(errorf(CodeForbidden, "%s", ce.Message))
-		case core.CodeAuth, core.CodeRateLimited:
-			return nil, fatal(errorf(CodeAuthFailed, "%s", ce.Message))
+		if core.AsError(err).Code == core.CodeInternal {
+			d.cfg.Log.Error("mobile hello", "err", err)
 		}
-		d.cfg.Log.Error("mobile hello", "err", err)
-		return nil, fatal(errorf(CodeInternal, "internal error"))
+		return nil, fatal(fromCore(err))
 	}
 	if h.DeviceName == "" {
 		h.DeviceName = h.DeviceID
@@ -213,20 +203,20 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	if !grant.Deliver {
 		if _, err := d.cfg.GW.EnsureChannel(ctx, s.lane.ChatID, s.name); err != nil {
 			if e := core.AsError(err); e.Code != core.CodeInternal {
-				return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a full directory
+				return nil, fatal(fromCore(e)) // a full directory
 			}
 			d.cfg.Log.Error("mobile: the device's channel", "device", hubID, "err", err)
-			return nil, fatal(errorf(CodeInternal, "internal error"))
+			return nil, fatal(fromCore(core.ErrInternal.New()))
 		}
 	}
 	s.codec = newCodec(d, hubID, s.lane, hubID)
 	conn, _, err := d.cfg.GW.Connect(ctx, gateway.Device{ID: hubID, Name: h.DeviceName, Token: tokenKey(grant.TokenID, h.Token)}, s.codec)
 	if err != nil {
 		if e := core.AsError(err); e.Code != core.CodeInternal {
-			return nil, fatal(errorf(CodeBadFrame, "%s", e.Message)) // a bound (the token's connections)
+			return nil, fatal(fromCore(e)) // a bound (the token's connections)
 		}
 		d.cfg.Log.Error("mobile connect", "device", hubID, "err", err)
-		return nil, fatal(errorf(CodeInternal, "internal error"))
+		return nil, fatal(fromCore(core.ErrInternal.New()))
 	}
 	s.conn = conn
 	s.codec.setConn(conn)
@@ -237,17 +227,17 @@ func (d *Dialect) Open(ctx context.Context, peer Peer, first []byte) (*Session, 
 	}
 	// Files go both ways through the media store: a gateway without one
 	// announces none.
-	in, out := mediaInKinds, mediaOutKinds
+	in, out := mobilev1.MediaInKinds, mobilev1.MediaOutKinds
 	if !d.cfg.GW.TakesMedia() {
 		in, out = []string{}, []string{}
 	}
-	conn.SendFirst(hub.Out{Data: marshal(readyJSON{
-		T: "ready", V: Version, Session: hubID, Device: deviceJSON{ID: h.DeviceID, Name: h.DeviceName}, AvatarURL: d.cfg.AvatarURL,
-		Capabilities: capsJSON{
+	conn.SendFirst(hub.Out{Data: mobilev1.Marshal(mobilev1.Ready{
+		T: "ready", V: mobilev1.Version, Session: hubID, Device: mobilev1.Device{ID: h.DeviceID, Name: h.DeviceName}, AvatarURL: d.cfg.AvatarURL,
+		Capabilities: mobilev1.Caps{
 			Text: true, Voice: true, Typing: true,
-			AvatarStates: []string{AvatarIdle, AvatarThinking, AvatarSpeaking},
-			MediaIn:      in, MediaOut: out, Prompts: promptKinds,
-			Edit: true, MaxMediaBytes: MaxMediaBytes, MaxTextChars: MaxTextChars,
+			AvatarStates: []string{mobilev1.AvatarIdle, mobilev1.AvatarThinking, mobilev1.AvatarSpeaking},
+			MediaIn:      in, MediaOut: out, Prompts: mobilev1.PromptKinds,
+			Edit: true, MaxMediaBytes: mobilev1.MaxMediaBytes, MaxTextChars: mobilev1.MaxTextChars,
 		},
 	})})
 	now := time.Now()
@@ -268,10 +258,6 @@ func (s *Session) Conn() *hub.Conn { return s.conn }
 
 // TokenID is the id of the token the session said hello with.
 func (s *Session) TokenID() string { return s.token }
-
-// Revoked is the error that ends a session whose token was revoked:
-// auth_failed (fatal), then a close with 1008.
-func Revoked() *Fatal { return fatal(errorf(CodeAuthFailed, "this token was revoked")) }
 
 // tokenKey names the token a connection came with, for per-token limits:
 // a stored token's id or "env", else (bindings and delivery tokens share
@@ -307,15 +293,15 @@ var known = map[string]bool{
 // Handle processes one text frame and returns its type for metrics
 // ("other" for types the protocol does not know). Every error after hello
 // is answered with an error frame and the connection stays open.
-func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
-	f, e := decode(data)
+func (s *Session) Handle(ctx context.Context, data []byte) (string, *Fatal) {
+	f, e := mobilev1.Decode(data)
 	if e != nil {
 		s.fail("", e)
 		return "other", nil
 	}
 	typ := f.T
 	if !known[typ] {
-		s.d.cfg.Log.Debug("mobile: ignoring an unknown frame", "t", truncate(f.T, 64), "device", s.hubID)
+		s.d.cfg.Log.Debug("mobile: ignoring an unknown frame", "t", mobilev1.Truncate(f.T, 64), "device", s.hubID)
 		return "other", nil
 	}
 	if e := s.dispatch(ctx, f); e != nil {
@@ -326,66 +312,68 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 
 // HandleBinary answers a binary frame: the protocol has none.
 func (s *Session) HandleBinary(ctx context.Context, data []byte) {
-	s.fail("", errorf(CodeBadFrame, "binary frames are not part of the protocol: send JSON text frames"))
+	s.fail("", ErrBinaryFrame.New())
 }
 
-func (s *Session) fail(id string, e *Error) {
-	if e.Code == CodeInternal {
-		s.d.cfg.Log.Error("mobile: request failed", "device", s.hubID, "err", e.Message)
+// fail answers a frame with err (fromCore: the one mapping).
+func (s *Session) fail(id string, err error) {
+	e := fromCore(err)
+	if e.Code == mobilev1.CodeInternal {
+		s.d.cfg.Log.Error("mobile: request failed", "device", s.hubID, "err", err)
 	}
-	s.conn.Send(hub.Out{Data: errorFrame(e, id)})
+	s.conn.Send(hub.Out{Data: e.Frame(id)})
 }
 
-func (s *Session) reply(v any) { s.conn.Send(hub.Out{Data: marshal(v)}) }
+func (s *Session) reply(v any) { s.conn.Send(hub.Out{Data: mobilev1.Marshal(v)}) }
 
 func (s *Session) caller() gateway.Caller { return gateway.Caller{Conn: s.conn} }
 
 // serviceFrames are what a service session (a delivery token) may send.
 var serviceFrames = map[string]bool{"hello": true, "ping": true, "deliver": true, "ack": true}
 
-func (s *Session) dispatch(ctx context.Context, f *inFrame) *Error {
+func (s *Session) dispatch(ctx context.Context, f *mobilev1.Frame) error {
 	if s.deliver && !serviceFrames[f.T] {
-		return errorf(CodeForbidden, "a delivery token opens a service connection, which may send deliver and ping only, not %s", f.T)
+		return ErrServiceFrame.New(f.T)
 	}
 	switch f.T {
 	case "hello":
-		return errorf(CodeBadFrame, "already said hello on this connection")
+		return ErrHelloAgain.New()
 	case "text":
-		text, e := parseText(f)
+		text, e := f.Text()
 		if e != nil {
 			return e
 		}
-		return s.once(f.ID, func() *Error {
+		return s.once(f.ID, func() error {
 			if done, e := s.answerText(ctx, text); done {
 				return e
 			}
 			return s.send(ctx, gateway.SendRequest{Lane: s.lane, Text: text})
 		})
 	case "audio":
-		a, e := parseAudio(f)
+		a, e := f.Audio()
 		if e != nil {
 			return e
 		}
-		return s.once(f.ID, func() *Error { return s.audio(ctx, a) })
+		return s.once(f.ID, func() error { return s.audio(ctx, a) })
 	case "media":
-		m, e := parseMedia(f)
+		m, e := f.Media()
 		if e != nil {
 			return e
 		}
 		return s.media(ctx, f.ID, m)
 	case "prompt":
-		a, e := parsePrompt(f)
+		a, e := f.Prompt()
 		if e != nil {
 			return e
 		}
 		return s.answer(ctx, a)
 	case "ping":
-		s.reply(pongJSON{T: "pong", TS: pingTS(f)})
+		s.reply(mobilev1.Pong{T: "pong", TS: f.PingTS()})
 	case "deliver":
 		if !s.local && !s.deliver {
-			return errorf(CodeForbidden, "deliver is accepted only from cron: a connection with a delivery token, or one over the gateway's admin socket")
+			return ErrDeliverForbidden.New()
 		}
-		d, e := parseDeliver(f)
+		d, e := f.Deliver()
 		if e != nil {
 			return e
 		}
@@ -402,7 +390,7 @@ func (s *Session) key(id string) string { return s.lane.ChatID + ":" + id }
 
 // once runs fn unless the frame's key was handled within the window; a
 // duplicate is dropped silently. A failed fn does not count.
-func (s *Session) once(id string, fn func() *Error) *Error {
+func (s *Session) once(id string, fn func() error) error {
 	k := s.key(id)
 	if !s.d.dedupe.claim(k) {
 		return nil
@@ -416,324 +404,13 @@ func (s *Session) once(id string, fn func() *Error) *Error {
 
 // send hands a person's message to the gateway, in the device's lane. A
 // lane whose channel was deleted is listed again.
-func (s *Session) send(ctx context.Context, req gateway.SendRequest) *Error {
+func (s *Session) send(ctx context.Context, req gateway.SendRequest) error {
 	gw := s.d.cfg.GW
 	err := gw.Send(ctx, s.caller(), req)
-	if err != nil && core.AsError(err).Code == core.CodeNotFound {
+	if errors.Is(err, gateway.ErrUnknownChat) {
 		if _, cerr := gw.EnsureChannel(ctx, s.lane.ChatID, s.name); cerr == nil {
 			err = gw.Send(ctx, s.caller(), req)
 		}
 	}
-	if err != nil {
-		return fromCore(err)
-	}
-	return nil
-}
-
-// fromCore maps a core error to this dialect's codes.
-func fromCore(err error) *Error {
-	e := core.AsError(err)
-	code := CodeBadFrame // also for rate_limited: a bound (a full lane queue), not an auth failure
-	switch e.Code {
-	case core.CodeAuth:
-		code = CodeAuthFailed
-	case core.CodeForbidden:
-		code = CodeForbidden
-	case core.CodeMediaTooLarge:
-		code = CodeTooBig
-	case core.CodeInternal:
-		code = CodeInternal
-	}
-	return &Error{Code: code, Message: e.Message}
-}
-
-// audio hands a voice message to the agent: the recording is kept in the
-// media store and attached to a message whose text is the device's
-// transcript, when it sent one. The agent gets the file's path (and the
-// transcript), Iris devices a message they can pull the recording of.
-func (s *Session) audio(ctx context.Context, a audio) *Error {
-	data, e := decodeB64("data", a.Data)
-	if e != nil {
-		return e
-	}
-	return s.handOff(ctx, "voice", "audio/"+a.Format, "voice."+a.Format, a.Text, bytes.NewReader(data))
-}
-
-// upload is a multi-part media file being assembled.
-type upload struct {
-	kind, mime, filename, caption string
-	parts                         [][]byte // by part index; nil: not yet
-	got                           int
-	size                          int
-}
-
-// media takes one chunk of a file. Limits are checked before anything is
-// allocated; a chunk that breaks one drops its upload. A file the window
-// has seen whole is a duplicate, whatever chunk of it comes.
-func (s *Session) media(ctx context.Context, id string, m mediaChunk) *Error {
-	k := s.key(id)
-	if s.d.dedupe.seen(k) {
-		return nil
-	}
-	if m.Parts == 1 {
-		return s.once(id, func() *Error {
-			data, e := decodeB64("data", m.Data)
-			if e != nil {
-				return e
-			}
-			return s.handOff(ctx, m.Kind, m.Mime, m.Filename, m.Caption, bytes.NewReader(data))
-		})
-	}
-	u := s.uploads[id]
-	if u == nil {
-		if len(s.uploads) >= MaxUploads {
-			return errorf(CodeTooBig, "%d unfinished multi-part uploads already: finish one first", MaxUploads)
-		}
-		if s.d.tokenUploads(s.conn.Token).n >= TokenDevices*MaxUploads {
-			return errorf(CodeTooBig, "the devices of this token have %d unfinished multi-part uploads: finish some first", TokenDevices*MaxUploads)
-		}
-	} else if len(u.parts) != m.Parts {
-		s.drop(id)
-		return errorf(CodeBadFrame, "parts changed from %d to %d within one file: the upload is dropped", len(u.parts), m.Parts)
-	} else if u.parts[m.Part] != nil {
-		return nil // a chunk sent twice
-	}
-	have := 0
-	if u != nil {
-		have = u.size
-	}
-	if have+m.Size > MaxMediaBytes {
-		s.drop(id)
-		return errorf(CodeTooBig, "the file is larger than %d bytes: compress it", MaxMediaBytes)
-	}
-	if s.buffered+m.Size > MaxUploadBuffer {
-		s.drop(id)
-		return errorf(CodeTooBig, "this device's unfinished uploads would exceed %d bytes: finish one first", MaxUploadBuffer)
-	}
-	if s.d.tokenUploads(s.conn.Token).bytes+m.Size > TokenDevices*MaxUploadBuffer {
-		s.drop(id)
-		return errorf(CodeTooBig, "the unfinished uploads of this token's devices would exceed %d bytes: finish some first", TokenDevices*MaxUploadBuffer)
-	}
-	data, e := decodeB64("data", m.Data)
-	if e != nil {
-		s.drop(id)
-		return e
-	}
-	if u == nil {
-		u = &upload{kind: m.Kind, parts: make([][]byte, m.Parts)}
-		s.uploads[id] = u
-		s.d.countUpload(s.conn.Token, 1, 0)
-	}
-	if u.mime == "" {
-		u.mime = m.Mime
-	}
-	if u.filename == "" {
-		u.filename = m.Filename
-	}
-	if u.caption == "" {
-		u.caption = m.Caption
-	}
-	u.parts[m.Part] = data
-	u.got++
-	u.size += len(data)
-	s.buffered += len(data)
-	s.d.countUpload(s.conn.Token, 0, len(data))
-	if u.got < len(u.parts) {
-		return nil
-	}
-	// Assembled: every part is here, in order.
-	s.drop(id)
-	return s.once(id, func() *Error {
-		parts := make([]io.Reader, len(u.parts))
-		for i, p := range u.parts {
-			parts[i] = bytes.NewReader(p)
-		}
-		return s.handOff(ctx, u.kind, u.mime, u.filename, u.caption, io.MultiReader(parts...))
-	})
-}
-
-// drop frees an unfinished upload.
-func (s *Session) drop(id string) {
-	if u := s.uploads[id]; u != nil {
-		s.buffered -= u.size
-		delete(s.uploads, id)
-		s.d.countUpload(s.conn.Token, -1, -u.size)
-	}
-}
-
-// tokenUploads is a copy of what tok's connections hold now.
-func (d *Dialect) tokenUploads(tok string) tokenUploads {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if t := d.uploads[tok]; t != nil {
-		return *t
-	}
-	return tokenUploads{}
-}
-
-// countUpload adds n uploads and size bytes to tok's count.
-func (d *Dialect) countUpload(tok string, n, size int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t := d.uploads[tok]
-	if t == nil {
-		t = &tokenUploads{}
-		d.uploads[tok] = t
-	}
-	t.n += n
-	t.bytes += size
-	if t.n <= 0 {
-		delete(d.uploads, tok)
-	}
-}
-
-// handOff keeps a whole file the device sent in the media store and sends
-// the message that carries it into the device's lane, the caption (for
-// audio, the transcript) as its text: the same path an Iris message.send
-// with media_refs takes, so the agent gets the file and Iris devices see
-// the message with media they can pull.
-func (s *Session) handOff(ctx context.Context, kind, mimeType, filename, caption string, data io.Reader) *Error {
-	if !s.d.cfg.GW.TakesMedia() {
-		return errorf(CodeUnsupportedFrame, "this gateway keeps no files (ready announced no media)")
-	}
-	if mt, _, err := mime.ParseMediaType(mimeType); err != nil || !strings.Contains(mt, "/") {
-		mimeType = "" // the store derives it from the file name or the bytes
-	}
-	if filename == "" {
-		filename = nameFor(kind, mimeType)
-	}
-	ref, err := s.d.cfg.GW.KeepFile(ctx, s.caller(), kind, mimeType, filename, data)
-	if err != nil {
-		return fromCore(err)
-	}
-	return s.send(ctx, gateway.SendRequest{Lane: s.lane, Text: strings.TrimSpace(caption), MediaRefs: []string{ref}})
-}
-
-// answer takes a card's answer.
-func (s *Session) answer(ctx context.Context, a promptAnswer) *Error {
-	c := s.d.cards.get(a.PromptID)
-	if c == nil {
-		s.reply(promptDoneJSON{T: "prompt_done", ID: a.PromptID, Expired: true})
-		return nil
-	}
-	if c.device != s.hubID {
-		return errorf(CodeForbidden, "this card was shown to another device")
-	}
-	gw := s.d.cfg.GW
-	if !gw.PickerPending(c.id) { // answered on another device, or timed out
-		s.d.cards.done(c)
-		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, Expired: true})
-		return nil
-	}
-	applied, value, needText := c.resolve(a.OptionID, a.Text)
-	if needText {
-		s.d.cards.done(c)
-		s.awaitText = c
-		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
-		return nil
-	}
-	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
-		return fromCore(err)
-	}
-	// The picker's close has normally told this device already, with the
-	// same option; it did not if the picker went meanwhile without one.
-	if s.d.cards.take(c.id, s.hubID) != nil {
-		s.reply(promptDoneJSON{T: "prompt_done", ID: c.id, OptionID: applied})
-	}
-	return nil
-}
-
-// answerText gives a text message to a clarify card answered "other"
-// before, while that question still waits; done is false when the text is
-// an ordinary message.
-func (s *Session) answerText(ctx context.Context, text string) (done bool, e *Error) {
-	c := s.awaitText
-	if c == nil {
-		return false, nil
-	}
-	s.awaitText = nil
-	gw := s.d.cfg.GW
-	if time.Now().After(c.deadline) || !gw.PickerPending(c.id) {
-		return false, nil
-	}
-	_, value, _ := c.resolve("other", text)
-	if err := gw.SelectPicker(ctx, s.caller(), c.id, value); err != nil {
-		s.awaitText = c // let the person try again
-		return true, fromCore(err)
-	}
-	return true, nil
-}
-
-// deliverTo carries out a service delivery: text becomes a message in the
-// target device's lane (so Iris devices see it too), media goes to the
-// target's connection in chunks. The target must be online.
-func (s *Session) deliverTo(ctx context.Context, d delivery) *Error {
-	target := strings.TrimPrefix(d.Target, SessionPrefix)
-	if target == "" {
-		target = strings.TrimPrefix(strings.TrimSpace(s.d.cfg.HomeDevice), SessionPrefix)
-	}
-	if target == "" {
-		return errorf(CodeBadFrame, "deliver names no target and no home device is configured")
-	}
-	ts := s.d.session(SessionPrefix + target)
-	if ts == nil {
-		return errorf(CodeDeviceOffline, "device %q is not online", truncate(target, 64))
-	}
-	var data []byte
-	if d.Media != nil {
-		var e *Error
-		if data, e = decodeB64("media.data", d.Media.Data); e != nil {
-			return e
-		}
-	}
-	gw := s.d.cfg.GW
-	if strings.TrimSpace(d.Text) != "" {
-		if _, err := gw.EnsureChannel(ctx, ts.lane.ChatID, ts.name); err != nil {
-			return fromCore(err)
-		}
-		if _, err := gw.Deliver(ctx, ts.lane, d.Text); err != nil {
-			return fromCore(err)
-		}
-	}
-	if d.Media != nil {
-		m := d.Media
-		mimeType := m.Mime
-		if mimeType == "" {
-			mimeType = mime.TypeByExtension(strings.ToLower(filepath.Ext(m.Filename)))
-		}
-		if mimeType == "" {
-			mimeType = "application/octet-stream"
-		}
-		filename := m.Filename
-		if filename == "" {
-			filename = nameFor(m.Kind, mimeType)
-		}
-		sctx, cancel := context.WithTimeout(ctx, s.d.cfg.SendTimeout)
-		defer cancel()
-		err := mediaFrames(mediaOutJSON{ID: core.NewID("md_"), Kind: m.Kind, Mime: mimeType, Filename: filename, Caption: m.Caption},
-			int64(len(data)), bytes.NewReader(data), downChunkBytes, func(o hub.Out) error { return ts.conn.SendWait(sctx, o) })
-		if err != nil {
-			return errorf(CodeDeviceOffline, "device %q did not take the file: %v", truncate(target, 64), err)
-		}
-	}
-	return nil
-}
-
-// nameFor names a file its sender left unnamed: its kind, with the mime
-// type's extension when there is one, so the receiver can open it.
-func nameFor(kind, mimeType string) string {
-	if exts, _ := mime.ExtensionsByType(mimeType); len(exts) > 0 {
-		return kind + exts[0]
-	}
-	return kind
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return err
 }

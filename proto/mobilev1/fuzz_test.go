@@ -1,4 +1,4 @@
-package mobile
+package mobilev1
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
-// The seed corpus is in testdata/fuzz/FuzzMobileDecode/: valid frames of
+// The seed corpus is in testdata/fuzz/FuzzDecode/: valid frames of
 // every device type, wrong field types, nulls, huge numbers, bad base64,
 // invalid UTF-8, non-objects and broken JSON.
 
@@ -26,7 +26,7 @@ func checkError(t *testing.T, e *Error, input []byte, what string) {
 		t.Fatalf("%s(%q): error without a message", what, input)
 	}
 	var f map[string]any
-	if err := json.Unmarshal(errorFrame(e, "x"), &f); err != nil {
+	if err := json.Unmarshal(e.Frame("x"), &f); err != nil {
 		t.Fatalf("%s(%q): error frame is not JSON: %v", what, input, err)
 	}
 	if f["t"] != "error" || f["code"] != e.Code || f["message"] != e.Message {
@@ -37,20 +37,20 @@ func checkError(t *testing.T, e *Error, input []byte, what string) {
 	}
 }
 
-// FuzzMobileDecode fuzzes the frame decoder and every frame type's field
+// FuzzDecode fuzzes the frame decoder and every frame type's field
 // decoding and validation. Invariants: no panic; a refusal is an error of
 // the enum with a frame that is JSON; decode refuses whatever is not a
 // UTF-8 JSON object with a string t (and no lone surrogate escape) and accepts it otherwise (with t
 // lowercased and the id at most 128 characters); what a parser accepts
 // is within the protocol's limits, and base64 it accepts by size decodes
 // to exactly that size or is refused as bad_frame.
-func FuzzMobileDecode(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fr, e := decode(data)
+		fr, e := Decode(data)
 		if e != nil {
-			checkError(t, e, data, "decode")
+			checkError(t, e, data, "Decode")
 			if e.Code != CodeBadFrame {
-				t.Fatalf("decode(%q) = %s, want bad_frame", data, e.Code)
+				t.Fatalf("Decode(%q) = %s, want bad_frame", data, e.Code)
 			}
 			var probe struct {
 				T *string `json:"t"`
@@ -68,10 +68,10 @@ func FuzzMobileDecode(f *testing.F) {
 			t.Fatalf("decode accepted %q", data)
 		}
 		if fr.T == "" || fr.T != strings.ToLower(fr.T) {
-			t.Fatalf("decode(%q): t = %q", data, fr.T)
+			t.Fatalf("Decode(%q): t = %q", data, fr.T)
 		}
 		if n := utf8.RuneCountInString(fr.ID); n > MaxIDChars {
-			t.Fatalf("decode(%q): id of %d characters", data, n)
+			t.Fatalf("Decode(%q): id of %d characters", data, n)
 		}
 		if Looks(data) != !hasType(data) {
 			t.Fatalf("Looks(%q) disagrees with decode", data)
@@ -95,8 +95,8 @@ func FuzzMobileDecode(f *testing.F) {
 				t.Fatalf("optString(%q) = %v, %v; encoding/json: %q, %v", raw, got, e, want, err)
 			}
 		}
-		if h, e := parseHello(fr); e != nil {
-			checkError(t, e, data, "parseHello")
+		if h, e := fr.Hello(); e != nil {
+			checkError(t, e, data, "Hello")
 		} else {
 			for _, s := range []string{h.DeviceID, h.DeviceName, h.Platform, h.AppVersion, h.UserID, h.UserName} {
 				if utf8.RuneCountInString(s) > MaxDeviceField {
@@ -104,13 +104,13 @@ func FuzzMobileDecode(f *testing.F) {
 				}
 			}
 		}
-		if text, e := parseText(fr); e != nil {
-			checkError(t, e, data, "parseText")
+		if text, e := fr.Text(); e != nil {
+			checkError(t, e, data, "Text")
 		} else if strings.TrimSpace(text) == "" || utf8.RuneCountInString(text) > MaxTextChars || fr.ID == "" {
 			t.Fatalf("parseText(%q) accepted %q", data, text)
 		}
-		if a, e := parseAudio(fr); e != nil {
-			checkError(t, e, data, "parseAudio")
+		if a, e := fr.Audio(); e != nil {
+			checkError(t, e, data, "Audio")
 		} else {
 			if a.Format != "wav" && a.Format != "ogg" || a.Size > MaxAudioBytes || a.Data == "" || fr.ID == "" ||
 				utf8.RuneCountInString(a.Text) > MaxTextChars {
@@ -118,35 +118,35 @@ func FuzzMobileDecode(f *testing.F) {
 			}
 			checkB64(t, a.Data, a.Size)
 		}
-		if m, e := parseMedia(fr); e != nil {
-			checkError(t, e, data, "parseMedia")
+		if m, e := fr.Media(); e != nil {
+			checkError(t, e, data, "Media")
 		} else {
-			if !slices.Contains(mediaInKinds, m.Kind) || m.Parts < 1 || m.Parts > MaxMediaParts || m.Part < 0 || m.Part >= m.Parts ||
+			if !slices.Contains(MediaInKinds, m.Kind) || m.Parts < 1 || m.Parts > MaxMediaParts || m.Part < 0 || m.Part >= m.Parts ||
 				m.Size > MaxMediaBytes || m.Data == "" || utf8.RuneCountInString(m.Filename) > MaxFilenameChars ||
 				utf8.RuneCountInString(m.Caption) > MaxTextChars || fr.ID == "" {
 				t.Fatalf("parseMedia(%q) accepted %+v", data, m)
 			}
 			checkB64(t, m.Data, m.Size)
 		}
-		if a, e := parsePrompt(fr); e != nil {
-			checkError(t, e, data, "parsePrompt")
+		if a, e := fr.Prompt(); e != nil {
+			checkError(t, e, data, "Prompt")
 		} else if a.PromptID == "" || (a.OptionID == "" && strings.TrimSpace(a.Text) == "") {
 			t.Fatalf("parsePrompt(%q) accepted %+v", data, a)
 		}
-		if d, e := parseDeliver(fr); e != nil {
-			checkError(t, e, data, "parseDeliver")
+		if d, e := fr.Deliver(); e != nil {
+			checkError(t, e, data, "Deliver")
 		} else {
 			if strings.TrimSpace(d.Text) == "" && d.Media == nil || utf8.RuneCountInString(d.Text) > MaxTextChars {
 				t.Fatalf("parseDeliver(%q) accepted %+v", data, d)
 			}
 			if d.Media != nil {
-				if !slices.Contains(mediaOutKinds, d.Media.Kind) || d.Media.Size > MaxMediaBytes {
+				if !slices.Contains(MediaOutKinds, d.Media.Kind) || d.Media.Size > MaxMediaBytes {
 					t.Fatalf("parseDeliver(%q) accepted media %+v", data, d.Media)
 				}
 				checkB64(t, d.Media.Data, d.Media.Size)
 			}
 		}
-		if ts := pingTS(fr); ts != nil && !json.Valid(ts) {
+		if ts := fr.PingTS(); ts != nil && !json.Valid(ts) {
 			t.Fatalf("ping ts %q is not JSON", ts)
 		}
 	})
@@ -156,15 +156,15 @@ func FuzzMobileDecode(f *testing.F) {
 // refused as bad_frame.
 func checkB64(t *testing.T, s string, size int) {
 	t.Helper()
-	b, e := decodeB64("data", s)
+	b, e := DecodeB64("data", s)
 	if e != nil {
 		if e.Code != CodeBadFrame {
-			t.Fatalf("decodeB64(%q) = %v, want bad_frame", s, e)
+			t.Fatalf("DecodeB64(%q) = %v, want bad_frame", s, e)
 		}
 		return
 	}
 	if len(b) != size {
-		t.Fatalf("decodeB64(%q) gave %d bytes, b64Size said %d", s, len(b), size)
+		t.Fatalf("DecodeB64(%q) gave %d bytes, B64Size said %d", s, len(b), size)
 	}
 }
 

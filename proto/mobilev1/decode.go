@@ -1,4 +1,4 @@
-package mobile
+package mobilev1
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
-// inFrame is a decoded device frame: its type (lowercased), its id
+// Frame is a decoded device frame: its type (lowercased), its id
 // (truncated) and the raw members the frame types read. The frame is
 // scanned once; each type then decodes only its own members, so a member
 // another type would reject cannot make an unknown frame an error.
-type inFrame struct {
+type Frame struct {
 	T  string
 	ID string
 	m  members
@@ -66,9 +66,9 @@ func Looks(data []byte) bool {
 	return json.Unmarshal(data, &probe) == nil && probe.T != nil && probe.Type == nil
 }
 
-// decode reads a frame's type and id. Anything that is not a UTF-8 JSON
+// Decode reads a frame's type and id. Anything that is not a UTF-8 JSON
 // object with a string t is bad_frame.
-func decode(data []byte) (*inFrame, *Error) {
+func Decode(data []byte) (*Frame, *Error) {
 	if !utf8.Valid(data) {
 		return nil, errorf(CodeBadFrame, "frame is not valid UTF-8")
 	}
@@ -79,7 +79,7 @@ func decode(data []byte) (*inFrame, *Error) {
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errorf(CodeBadFrame, "frame is not a JSON object")
 	}
-	f := &inFrame{}
+	f := &Frame{}
 	if err := json.Unmarshal(data, &f.m); err != nil {
 		return nil, errorf(CodeBadFrame, "malformed frame: %s", jsonError(err))
 	}
@@ -116,7 +116,7 @@ func readID(raw json.RawMessage) (string, *Error) {
 		}
 		s = n.String()
 	}
-	return truncate(s, MaxIDChars), nil
+	return Truncate(s, MaxIDChars), nil
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -227,8 +227,8 @@ func (r *reader) obj(raw json.RawMessage, field string, v any) bool {
 	return ok
 }
 
-// truncate cuts s to n characters.
-func truncate(s string, n int) string {
+// Truncate cuts s to n characters.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -259,10 +259,10 @@ func checkText(field, s string) *Error {
 	return nil
 }
 
-// b64Size is the exact number of bytes s decodes to, computed from its
+// B64Size is the exact number of bytes s decodes to, computed from its
 // length alone (line breaks, which the decoder skips, are not counted):
 // limits are enforced before anything is allocated.
-func b64Size(s string) int {
+func B64Size(s string) int {
 	n := len(s) - strings.Count(s, "\n") - strings.Count(s, "\r")
 	if n%4 != 0 { // unpadded
 		return n * 6 / 8
@@ -278,10 +278,10 @@ func b64Size(s string) int {
 	return n/4*3 - pad
 }
 
-// decodeB64 decodes standard base64, padded or not, into a buffer of the
-// size b64Size promised.
-func decodeB64(field, s string) ([]byte, *Error) {
-	size := b64Size(s)
+// DecodeB64 decodes standard base64, padded or not, into a buffer of the
+// size B64Size promised.
+func DecodeB64(field, s string) ([]byte, *Error) {
+	size := B64Size(s)
 	enc := base64.StdEncoding
 	if n := len(s) - strings.Count(s, "\n") - strings.Count(s, "\r"); n%4 != 0 {
 		enc = base64.RawStdEncoding
@@ -294,9 +294,10 @@ func decodeB64(field, s string) ([]byte, *Error) {
 	return buf[:n], nil
 }
 
-// Device → server frames, after decode.
+// Device → server frames, after Decode.
 
-type hello struct {
+// Hello is a hello's members, trimmed and truncated.
+type Hello struct {
 	Token      string
 	DeviceID   string
 	DeviceName string
@@ -306,9 +307,10 @@ type hello struct {
 	UserName   string
 }
 
-func parseHello(f *inFrame) (hello, *Error) {
+// Hello reads a hello.
+func (f *Frame) Hello() (Hello, *Error) {
 	var r reader
-	h := hello{Token: str(r.str(f.m.Token, "token"))}
+	h := Hello{Token: str(r.str(f.m.Token, "token"))}
 	var dev struct {
 		ID         json.RawMessage `json:"id"`
 		Name       json.RawMessage `json:"name"`
@@ -316,26 +318,27 @@ func parseHello(f *inFrame) (hello, *Error) {
 		AppVersion json.RawMessage `json:"app_version"`
 	}
 	if r.obj(f.m.Device, "device", &dev) {
-		h.DeviceID = truncate(strings.TrimSpace(str(r.str(dev.ID, "device.id"))), MaxDeviceField)
-		h.DeviceName = truncate(strings.TrimSpace(str(r.str(dev.Name, "device.name"))), MaxDeviceField)
-		h.Platform = truncate(str(r.str(dev.Platform, "device.platform")), MaxDeviceField)
-		h.AppVersion = truncate(str(r.str(dev.AppVersion, "device.app_version")), MaxDeviceField)
+		h.DeviceID = Truncate(strings.TrimSpace(str(r.str(dev.ID, "device.id"))), MaxDeviceField)
+		h.DeviceName = Truncate(strings.TrimSpace(str(r.str(dev.Name, "device.name"))), MaxDeviceField)
+		h.Platform = Truncate(str(r.str(dev.Platform, "device.platform")), MaxDeviceField)
+		h.AppVersion = Truncate(str(r.str(dev.AppVersion, "device.app_version")), MaxDeviceField)
 	}
 	var user struct {
 		ID   json.RawMessage `json:"id"`
 		Name json.RawMessage `json:"name"`
 	}
 	if r.obj(f.m.User, "user", &user) {
-		h.UserID = truncate(str(r.str(user.ID, "user.id")), MaxDeviceField)
-		h.UserName = truncate(str(r.str(user.Name, "user.name")), MaxDeviceField)
+		h.UserID = Truncate(str(r.str(user.ID, "user.id")), MaxDeviceField)
+		h.UserName = Truncate(str(r.str(user.Name, "user.name")), MaxDeviceField)
 	}
 	if r.e != nil {
-		return hello{}, r.e
+		return Hello{}, r.e
 	}
 	return h, nil
 }
 
-func parseText(f *inFrame) (string, *Error) {
+// Text reads a text frame's message.
+func (f *Frame) Text() (string, *Error) {
 	var r reader
 	text := r.str(f.m.Text, "text")
 	switch {
@@ -354,67 +357,71 @@ func parseText(f *inFrame) (string, *Error) {
 	return *text, nil
 }
 
-type audio struct {
+// Audio is a voice message.
+type Audio struct {
 	Format string
 	Data   string // base64, size checked
 	Size   int
 	Text   string
 }
 
-func parseAudio(f *inFrame) (audio, *Error) {
+// Audio reads an audio frame.
+func (f *Frame) Audio() (Audio, *Error) {
 	var r reader
 	format, data, text := r.str(f.m.Format, "format"), r.str(f.m.Data, "data"), r.str(f.m.Text, "text")
 	switch {
 	case r.e != nil:
-		return audio{}, r.e
+		return Audio{}, r.e
 	case f.ID == "":
-		return audio{}, errorf(CodeBadFrame, "audio needs an id")
+		return Audio{}, errorf(CodeBadFrame, "audio needs an id")
 	case format == nil:
-		return audio{}, errorf(CodeBadFrame, "audio needs a format")
+		return Audio{}, errorf(CodeBadFrame, "audio needs a format")
 	}
-	a := audio{Format: strings.ToLower(strings.TrimSpace(*format)), Data: str(data), Text: str(text)}
+	a := Audio{Format: strings.ToLower(strings.TrimSpace(*format)), Data: str(data), Text: str(text)}
 	if a.Format != "wav" && a.Format != "ogg" {
-		return audio{}, errorf(CodeUnsupportedFrame, "audio format %q is not supported: use wav or ogg", truncate(*format, 32))
+		return Audio{}, errorf(CodeUnsupportedFrame, "audio format %q is not supported: use wav or ogg", Truncate(*format, 32))
 	}
 	if a.Data == "" {
-		return audio{}, errorf(CodeBadFrame, "audio needs data")
+		return Audio{}, errorf(CodeBadFrame, "audio needs data")
 	}
-	if a.Size = b64Size(a.Data); a.Size > MaxAudioBytes {
-		return audio{}, errorf(CodeTooBig, "audio is %d bytes, the limit is %d", a.Size, MaxAudioBytes)
+	if a.Size = B64Size(a.Data); a.Size > MaxAudioBytes {
+		return Audio{}, errorf(CodeTooBig, "audio is %d bytes, the limit is %d", a.Size, MaxAudioBytes)
 	}
 	if err := checkText("text", a.Text); err != nil {
-		return audio{}, err
+		return Audio{}, err
 	}
 	return a, nil
 }
 
-type mediaChunk struct {
+// MediaChunk is one part of a file a device sends.
+type MediaChunk struct {
 	Kind, Mime, Filename, Caption string
 	Data                          string // base64, size checked
 	Size                          int    // decoded size of this chunk
 	Part, Parts                   int
 }
 
-func parseMedia(f *inFrame) (mediaChunk, *Error) {
+// Media reads a media frame.
+func (f *Frame) Media() (MediaChunk, *Error) {
 	var r reader
 	kind := r.str(f.m.Kind, "kind")
-	m := mediaChunk{
-		Mime:     truncate(strings.TrimSpace(str(r.str(f.m.Mime, "mime"))), MaxFilenameChars),
-		Filename: truncate(str(r.str(f.m.Filename, "filename")), MaxFilenameChars), Caption: str(r.str(f.m.Caption, "caption")),
+	m := MediaChunk{
+		Mime:     Truncate(strings.TrimSpace(str(r.str(f.m.Mime, "mime"))), MaxFilenameChars),
+		Filename: Truncate(str(r.str(f.m.Filename, "filename")), MaxFilenameChars), Caption: str(r.str(f.m.Caption, "caption")),
 		Data: str(r.str(f.m.Data, "data")), Parts: 1,
 	}
 	part, parts := r.int(f.m.Part, "part"), r.int(f.m.Parts, "parts")
 	switch {
 	case r.e != nil:
-		return mediaChunk{}, r.e
+		return MediaChunk{}, r.e
 	case f.ID == "":
-		return mediaChunk{}, errorf(CodeBadFrame, "media needs an id")
+		return MediaChunk{}, errorf(CodeBadFrame, "media needs an id")
 	case kind == nil:
-		return mediaChunk{}, errorf(CodeBadFrame, "media needs a kind")
+		return MediaChunk{}, errorf(CodeBadFrame, "media needs a kind")
 	}
 	m.Kind = strings.ToLower(strings.TrimSpace(*kind))
-	if !contains(mediaInKinds, m.Kind) {
-		return mediaChunk{}, errorf(CodeUnsupportedFrame, "media kind %q is not supported: use %s", truncate(*kind, 32), strings.Join(mediaInKinds, ", "))
+	if !contains(MediaInKinds, m.Kind) {
+		return MediaChunk{}, errorf(CodeUnsupportedFrame, "media kind %q is not supported: use %s", Truncate(*kind, 32), strings.Join(MediaInKinds, ", "))
 	}
 	if part != nil {
 		m.Part = *part
@@ -423,41 +430,43 @@ func parseMedia(f *inFrame) (mediaChunk, *Error) {
 		m.Parts = *parts
 	}
 	if m.Parts < 1 || m.Parts > MaxMediaParts {
-		return mediaChunk{}, errorf(CodeBadFrame, "parts must be between 1 and %d", MaxMediaParts)
+		return MediaChunk{}, errorf(CodeBadFrame, "parts must be between 1 and %d", MaxMediaParts)
 	}
 	if m.Part < 0 || m.Part >= m.Parts {
-		return mediaChunk{}, errorf(CodeBadFrame, "part must be between 0 and parts-1 (%d)", m.Parts-1)
+		return MediaChunk{}, errorf(CodeBadFrame, "part must be between 0 and parts-1 (%d)", m.Parts-1)
 	}
 	if m.Data == "" {
-		return mediaChunk{}, errorf(CodeBadFrame, "media needs data")
+		return MediaChunk{}, errorf(CodeBadFrame, "media needs data")
 	}
-	if m.Size = b64Size(m.Data); m.Size > MaxMediaBytes {
-		return mediaChunk{}, errorf(CodeTooBig, "the file is larger than %d bytes: compress it", MaxMediaBytes)
+	if m.Size = B64Size(m.Data); m.Size > MaxMediaBytes {
+		return MediaChunk{}, errorf(CodeTooBig, "the file is larger than %d bytes: compress it", MaxMediaBytes)
 	}
 	if err := checkText("caption", m.Caption); err != nil {
-		return mediaChunk{}, err
+		return MediaChunk{}, err
 	}
 	return m, nil
 }
 
-type promptAnswer struct {
+// PromptAnswer answers a card.
+type PromptAnswer struct {
 	PromptID, OptionID, Text string
 }
 
-func parsePrompt(f *inFrame) (promptAnswer, *Error) {
+// Prompt reads a prompt frame: a card's answer.
+func (f *Frame) Prompt() (PromptAnswer, *Error) {
 	var r reader
-	a := promptAnswer{PromptID: str(r.str(f.m.PromptID, "prompt_id")), OptionID: strings.TrimSpace(str(r.str(f.m.OptionID, "option_id"))),
+	a := PromptAnswer{PromptID: str(r.str(f.m.PromptID, "prompt_id")), OptionID: strings.TrimSpace(str(r.str(f.m.OptionID, "option_id"))),
 		Text: str(r.str(f.m.Text, "text"))}
 	switch {
 	case r.e != nil:
-		return promptAnswer{}, r.e
+		return PromptAnswer{}, r.e
 	case a.PromptID == "":
-		return promptAnswer{}, errorf(CodeBadFrame, "prompt needs a prompt_id")
+		return PromptAnswer{}, errorf(CodeBadFrame, "prompt needs a prompt_id")
 	case a.OptionID == "" && strings.TrimSpace(a.Text) == "":
-		return promptAnswer{}, errorf(CodeBadFrame, "prompt needs an option_id or a non-empty text")
+		return PromptAnswer{}, errorf(CodeBadFrame, "prompt needs an option_id or a non-empty text")
 	}
 	if err := checkText("text", a.Text); err != nil {
-		return promptAnswer{}, err
+		return PromptAnswer{}, err
 	}
 	return a, nil
 }
@@ -466,24 +475,26 @@ func parsePrompt(f *inFrame) (promptAnswer, *Error) {
 // huge one would only fill the device's own send queue.
 const maxTS = 256
 
-// pingTS is the ts a pong echoes (any JSON value up to maxTS bytes; nil
+// PingTS is the ts a pong echoes (any JSON value up to maxTS bytes; nil
 // for none).
-func pingTS(f *inFrame) json.RawMessage {
+func (f *Frame) PingTS() json.RawMessage {
 	if isNull(f.m.TS) || len(f.m.TS) > maxTS {
 		return nil
 	}
 	return f.m.TS
 }
 
-type delivery struct {
+// Delivery is a service's deliver frame.
+type Delivery struct {
 	Target string
 	Text   string
-	Media  *mediaChunk // Part 0 of 1; Size checked
+	Media  *MediaChunk // Part 0 of 1; Size checked
 }
 
-func parseDeliver(f *inFrame) (delivery, *Error) {
+// Deliver reads a deliver frame.
+func (f *Frame) Deliver() (Delivery, *Error) {
 	var r reader
-	d := delivery{Target: strings.TrimSpace(str(r.str(f.m.Target, "target"))), Text: str(r.str(f.m.Text, "text"))}
+	d := Delivery{Target: strings.TrimSpace(str(r.str(f.m.Target, "target"))), Text: str(r.str(f.m.Text, "text"))}
 	var mm struct {
 		Kind     json.RawMessage `json:"kind"`
 		Mime     json.RawMessage `json:"mime"`
@@ -491,37 +502,37 @@ func parseDeliver(f *inFrame) (delivery, *Error) {
 		Caption  json.RawMessage `json:"caption"`
 		Data     json.RawMessage `json:"data"`
 	}
-	var mc *mediaChunk
+	var mc *MediaChunk
 	if r.obj(f.m.Media, "media", &mm) {
-		mc = &mediaChunk{
-			Kind: strings.ToLower(strings.TrimSpace(str(r.str(mm.Kind, "media.kind")))), Mime: truncate(strings.TrimSpace(str(r.str(mm.Mime, "media.mime"))), MaxFilenameChars),
-			Filename: truncate(str(r.str(mm.Filename, "media.filename")), MaxFilenameChars), Caption: str(r.str(mm.Caption, "media.caption")),
+		mc = &MediaChunk{
+			Kind: strings.ToLower(strings.TrimSpace(str(r.str(mm.Kind, "media.kind")))), Mime: Truncate(strings.TrimSpace(str(r.str(mm.Mime, "media.mime"))), MaxFilenameChars),
+			Filename: Truncate(str(r.str(mm.Filename, "media.filename")), MaxFilenameChars), Caption: str(r.str(mm.Caption, "media.caption")),
 			Data: str(r.str(mm.Data, "media.data")), Parts: 1,
 		}
 	}
 	if r.e != nil {
-		return delivery{}, r.e
+		return Delivery{}, r.e
 	}
 	if err := checkText("text", d.Text); err != nil {
-		return delivery{}, err
+		return Delivery{}, err
 	}
 	if mc != nil {
-		if !contains(mediaOutKinds, mc.Kind) {
-			return delivery{}, errorf(CodeUnsupportedFrame, "media kind %q is not supported: use %s", truncate(mc.Kind, 32), strings.Join(mediaOutKinds, ", "))
+		if !contains(MediaOutKinds, mc.Kind) {
+			return Delivery{}, errorf(CodeUnsupportedFrame, "media kind %q is not supported: use %s", Truncate(mc.Kind, 32), strings.Join(MediaOutKinds, ", "))
 		}
 		if mc.Data == "" {
-			return delivery{}, errorf(CodeBadFrame, "deliver media needs data")
+			return Delivery{}, errorf(CodeBadFrame, "deliver media needs data")
 		}
-		if mc.Size = b64Size(mc.Data); mc.Size > MaxMediaBytes {
-			return delivery{}, errorf(CodeTooBig, "the file is larger than %d bytes", MaxMediaBytes)
+		if mc.Size = B64Size(mc.Data); mc.Size > MaxMediaBytes {
+			return Delivery{}, errorf(CodeTooBig, "the file is larger than %d bytes", MaxMediaBytes)
 		}
 		if err := checkText("caption", mc.Caption); err != nil {
-			return delivery{}, err
+			return Delivery{}, err
 		}
 		d.Media = mc
 	}
 	if strings.TrimSpace(d.Text) == "" && d.Media == nil {
-		return delivery{}, errorf(CodeBadFrame, "deliver needs text or media")
+		return Delivery{}, errorf(CodeBadFrame, "deliver needs text or media")
 	}
 	return d, nil
 }

@@ -1,11 +1,13 @@
-// Package mobile is the Hermes Mobile v1 dialect: "t"-typed JSON frames
-// (hello/ready, text, audio, chunked base64 media, prompt cards, deliver)
-// over one WebSocket per device. A device's conversation is the lane of the
-// channel "mobile:<device.id>", which Iris devices see in their directory.
-// The package decodes frames into gateway commands and encodes core events
-// into frames; it knows nothing of SQL, and the core nothing of these
-// field names.
-package mobile
+// Package mobilev1 is the Hermes Mobile v1 wire protocol in Go: its
+// limits and error codes, the frames a server sends as types, and the
+// decoding and validation of the frames a device sends. The protocol is
+// /work/shared/spec/hermes-mobile-protocol.txt (docs/hermes-mobile.md says
+// how the gateway speaks it).
+//
+// It depends on the standard library only, so that anything speaking
+// Hermes Mobile (the gateway's dialect, wire/mobile; tests; tools) can
+// import it without the gateway.
+package mobilev1
 
 import (
 	"encoding/json"
@@ -28,18 +30,11 @@ const (
 	ChunkChars         = 3500     // characters of a message frame
 	PromptTTLSeconds   = 300      // a card's default lifetime
 	MaxUploads         = 8        // unfinished multi-part uploads per device
-	TokenDevices       = 4        // a token's devices together: this many devices' uploads and buffers
 	MaxUploadBuffer    = 8 << 20  // their total size per device
 	MaxIDChars         = 128      // a client id is truncated to this
 	MaxDeviceField     = 120      // device fields are truncated to this
 	MaxFilenameChars   = 200      // a media filename is truncated to this
 )
-
-// downChunkBytes is the size of a media chunk sent to a device: the
-// protocol's ~3 MiB, less a little so one chunk, base64-encoded with its
-// frame, fits in half a connection's default send queue (8 MiB), which is
-// what a waiting send needs.
-const downChunkBytes = MediaChunkBytes - 4<<10
 
 // Error codes.
 const (
@@ -69,39 +64,26 @@ func errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Fatal is an error after which the connection must close with 1008:
-// Frame is the error frame to send first, Reason (the error code) the
-// close reason.
-type Fatal struct {
-	Frame  []byte
-	Reason string
-	err    *Error
-}
-
-func (f *Fatal) Error() string { return f.err.Error() }
-
-func fatal(e *Error) *Fatal {
-	e.Fatal = true
-	return &Fatal{Frame: errorFrame(e, ""), Reason: e.Code, err: e}
-}
-
 // Server → device frames.
 
-type readyJSON struct {
-	T            string     `json:"t"`
-	V            int        `json:"v"`
-	Session      string     `json:"session"`
-	Device       deviceJSON `json:"device"`
-	AvatarURL    string     `json:"avatar_url"`
-	Capabilities capsJSON   `json:"capabilities"`
+// Ready answers a hello.
+type Ready struct {
+	T            string `json:"t"`
+	V            int    `json:"v"`
+	Session      string `json:"session"`
+	Device       Device `json:"device"`
+	AvatarURL    string `json:"avatar_url"`
+	Capabilities Caps   `json:"capabilities"`
 }
 
-type deviceJSON struct {
+// Device is ready's device.
+type Device struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 }
 
-type capsJSON struct {
+// Caps are what ready announces the server takes and sends.
+type Caps struct {
 	Text          bool     `json:"text"`
 	Voice         bool     `json:"voice"`
 	Typing        bool     `json:"typing"`
@@ -121,28 +103,31 @@ const (
 	AvatarSpeaking = "speaking"
 )
 
-// Media kinds each way, and card kinds.
+// Media kinds each way, and card kinds (what ready announces).
 var (
-	mediaInKinds  = []string{"image", "video", "document", "audio"}
-	mediaOutKinds = []string{"image", "voice", "video", "document", "animation"}
-	promptKinds   = []string{"exec_approval", "slash_confirm", "clarify"}
+	MediaInKinds  = []string{"image", "video", "document", "audio"}
+	MediaOutKinds = []string{"image", "voice", "video", "document", "animation"}
+	PromptKinds   = []string{"exec_approval", "slash_confirm", "clarify"}
 )
 
-type messageJSON struct {
-	T     string    `json:"t"`
-	ID    string    `json:"id"`
-	Text  string    `json:"text"`
-	Chunk chunkJSON `json:"chunk"`
-	Final bool      `json:"final"`
-	Edit  bool      `json:"edit,omitempty"`
+// Message is one chunk of a text message (or of an edit of one).
+type Message struct {
+	T     string `json:"t"`
+	ID    string `json:"id"`
+	Text  string `json:"text"`
+	Chunk Chunk  `json:"chunk"`
+	Final bool   `json:"final"`
+	Edit  bool   `json:"edit,omitempty"`
 }
 
-type chunkJSON struct {
+// Chunk places a message frame among its message's.
+type Chunk struct {
 	Index int `json:"index"`
 	Total int `json:"total"`
 }
 
-type mediaOutJSON struct {
+// MediaOut is one part of a file sent to the device (t "media").
+type MediaOut struct {
 	T        string `json:"t"`
 	ID       string `json:"id"`
 	Kind     string `json:"kind"`
@@ -158,47 +143,54 @@ type mediaOutJSON struct {
 	ReplyTo  string `json:"reply_to,omitempty"`
 }
 
-type promptJSON struct {
-	T              string       `json:"t"`
-	ID             string       `json:"id"`
-	Kind           string       `json:"kind"`
-	Text           string       `json:"text"`
-	Options        []optionJSON `json:"options"`
-	Command        string       `json:"command,omitempty"`
-	Description    string       `json:"description,omitempty"`
-	Session        string       `json:"session"`
-	TimeoutSeconds int          `json:"timeout_seconds"`
+// Prompt is a card: a question with options.
+type Prompt struct {
+	T              string   `json:"t"`
+	ID             string   `json:"id"`
+	Kind           string   `json:"kind"`
+	Text           string   `json:"text"`
+	Options        []Option `json:"options"`
+	Command        string   `json:"command,omitempty"`
+	Description    string   `json:"description,omitempty"`
+	Session        string   `json:"session"`
+	TimeoutSeconds int      `json:"timeout_seconds"`
 }
 
-type optionJSON struct {
+// Option is a card's button.
+type Option struct {
 	ID    string `json:"id"`
 	Label string `json:"label"`
 	Style string `json:"style"`
 }
 
-type promptDoneJSON struct {
+// PromptDone closes a card.
+type PromptDone struct {
 	T        string `json:"t"`
 	ID       string `json:"id"`
 	OptionID string `json:"option_id,omitempty"`
 	Expired  bool   `json:"expired,omitempty"`
 }
 
-type avatarJSON struct {
+// Avatar is the avatar's state.
+type Avatar struct {
 	T     string `json:"t"`
 	State string `json:"state"`
 }
 
-type typingJSON struct {
+// Typing says the agent is typing (or stopped).
+type Typing struct {
 	T    string `json:"t"`
 	Stop bool   `json:"stop,omitempty"`
 }
 
-type pongJSON struct {
+// Pong answers a ping, echoing its ts.
+type Pong struct {
 	T  string          `json:"t"`
 	TS json.RawMessage `json:"ts,omitempty"`
 }
 
-type errorJSON struct {
+// ErrorFrame is an error (Error.Frame).
+type ErrorFrame struct {
 	T       string `json:"t"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -208,7 +200,8 @@ type errorJSON struct {
 	ID string `json:"id,omitempty"`
 }
 
-func marshal(v any) []byte {
+// Marshal encodes a frame of this package's types.
+func Marshal(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil { // only the types above are marshalled: cannot happen
 		panic(err)
@@ -216,14 +209,20 @@ func marshal(v any) []byte {
 	return b
 }
 
-func errorFrame(e *Error, id string) []byte {
-	return marshal(errorJSON{T: "error", Code: e.Code, Message: e.Message, Fatal: e.Fatal, ID: id})
+// Frame is e's error frame, answering the frame with id ("": none).
+func (e *Error) Frame(id string) []byte {
+	return Marshal(ErrorFrame{T: "error", Code: e.Code, Message: e.Message, Fatal: e.Fatal, ID: id})
 }
 
-// TooBigFrame is the fatal error frame for a frame over the read limit.
-func TooBigFrame(limit int64) []byte {
-	return errorFrame(&Error{Code: CodeTooBig, Message: fmt.Sprintf("frame larger than %d bytes", limit), Fatal: true}, "")
+// SplitChars cuts s into the texts of message frames, of at most n
+// characters each (ChunkChars in the protocol): at least one, possibly
+// empty.
+func SplitChars(s string, n int) []string {
+	var out []string
+	for chars(s) > n {
+		cut := len(Truncate(s, n))
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
 }
-
-// InternalErrorFrame answers a frame whose handling failed unexpectedly.
-var InternalErrorFrame = errorFrame(&Error{Code: CodeInternal, Message: "internal error"}, "")

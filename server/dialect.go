@@ -1,0 +1,205 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/coder/websocket"
+
+	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/wire"
+	"github.com/irisgate/irisgate/wire/iris"
+	"github.com/irisgate/irisgate/wire/mobile"
+)
+
+// The dialect seam: the server reads frames and hands them to the
+// connection's dialect (wire.Dialect, wire.Session). Every frame the
+// server sends of its own accord, errors included, is made by a dialect.
+
+// newDialects makes the dialects, in the order a first frame is offered
+// to them. Hermes Mobile comes first: its hello ("t":"hello") is its own
+// even with a "type" member; and the close reason of a refusal made for
+// every dialect at once (refuse) is the first's, Hermes Mobile's code
+// auth_required, which names the problem for Iris as well.
+func newDialects(cfg Config, gw *gateway.Gateway, auth *gateway.Auth, log *slog.Logger) []wire.Dialect {
+	return []wire.Dialect{
+		mobile.New(mobile.Config{GW: gw, Auth: auth, Log: log, MaxFrame: cfg.MobileMaxFrame, Settings: cfg.Mobile}),
+		iris.NewDialect(iris.Config{GW: gw, Auth: auth, Log: log, Push: cfg.Push, PushNtfyServer: cfg.NtfyServer, VAPIDPublicKey: cfg.WebPushKey}, cfg.MaxFrame),
+	}
+}
+
+// refuse is err's fatal frame in every dialect at once, for a connection
+// that has not said which it speaks.
+func (s *Server) refuse(err error) *wire.Fatal {
+	fs := make([]*wire.Fatal, len(s.dialects))
+	for i, d := range s.dialects {
+		fs[i] = d.Refuse(err)
+	}
+	return wire.Bilingual(fs...)
+}
+
+// pick is the dialect of a first frame: the first that says it Is its
+// hello, else the first it Looks like (nil: none).
+func (s *Server) pick(first []byte) wire.Dialect {
+	for _, d := range s.dialects {
+		if d.Is(first) {
+			return d
+		}
+	}
+	for _, d := range s.dialects {
+		if d.Looks(first) {
+			return d
+		}
+	}
+	return nil
+}
+
+// open authenticates the first frame in the dialect it picks. ok is
+// false when the connection was closed.
+func (s *Server) open(ctx context.Context, c *websocket.Conn, p wire.Peer, first []byte) (wire.Session, wire.Dialect, bool) {
+	d := s.pick(first)
+	if d == nil {
+		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
+		return nil, nil, false
+	}
+	sess, err := d.Open(ctx, p, first)
+	if err != nil {
+		var f *wire.Fatal
+		if errors.As(err, &f) {
+			s.writeRaw(c, f.Frame)
+			c.Close(f.Status, f.Reason)
+		} else {
+			c.Close(websocket.StatusInternalError, "internal error")
+		}
+		return nil, nil, false
+	}
+	return sess, d, true
+}
+
+// hello reads and authenticates a connection's first frame, within the
+// wait w (waitHello).
+func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait) (wire.Session, wire.Dialect, bool) {
+	s.startHello(c, w)
+	typ, first, release, err := readFrame(s.base, c, helloLimit, s.helloBudget, gateway.AddrKey(p.Addr), pr.stall)
+	defer release()
+	if !s.helloCame(w) {
+		return nil, nil, false
+	}
+	if err != nil {
+		if errors.Is(err, errTooBig) {
+			c.Close(websocket.StatusMessageTooBig, "hello too large")
+		}
+		return nil, nil, false
+	}
+	if typ != websocket.MessageText {
+		c.Close(websocket.StatusPolicyViolation, "the first frame must be a hello")
+		return nil, nil, false
+	}
+	sess, d, ok := s.open(s.base, c, p, first)
+	if ok {
+		s.sawHello(p.Addr)
+	}
+	return sess, d, ok
+}
+
+// serve is a connection's read loop after its hello; writers are started
+// by the connection's queue when frames wait.
+func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wire.Session, d wire.Dialect) {
+	ctx := s.base
+	conn := sess.Conn()
+	if d.Proofs() {
+		pr.attach(conn)
+		conn.TrackProofs()
+	}
+	s.mu.Lock()
+	if s.down {
+		// Shutdown may have closed the live connections before this one
+		// was registered.
+		conn.Close(errGoingAway)
+	}
+	s.mu.Unlock()
+	s.m.FramesIn.WithLabelValues(d.Name(), "hello").Inc()
+	if tok := sess.TokenID(); s.tokens.add(tok, conn, d) {
+		defer s.tokens.remove(tok, conn)
+	}
+	writerDone := make(chan struct{})
+	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.Name()), done: writerDone}
+	if d.Proofs() {
+		w.prober = pr
+	}
+	conn.Drive(w.drain)
+
+	for {
+		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
+		if err != nil {
+			if errors.Is(err, errTooBig) {
+				end(conn, d.TooBig())
+			}
+			// A close frame proves nothing: a peer that has sent Close may
+			// drop the data frames that reach it afterwards (coder/websocket
+			// does), so frames written before it stay unproven. Nor does
+			// any other frame: see prober.
+			break
+		}
+		stop := s.handleFrame(ctx, conn, sess, d.Name(), typ, data)
+		release()
+		if stop {
+			break
+		}
+	}
+	sess.Close()
+	s.gw.Disconnect(conn)
+	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
+	<-writerDone
+}
+
+// end queues a Fatal's frame, then the close it asks for.
+func end(conn *hub.Conn, f *wire.Fatal) {
+	conn.Send(hub.Out{Data: f.Frame})
+	conn.Close(&closeErr{f.Status, f.Reason})
+}
+
+// handleFrame handles one frame after the hello; true means the
+// connection is closing.
+func (s *Server) handleFrame(ctx context.Context, conn *hub.Conn, sess wire.Session, dialect string, typ websocket.MessageType, data []byte) bool {
+	if typ == websocket.MessageBinary {
+		s.m.FramesIn.WithLabelValues(dialect, "binary").Inc()
+		s.safely(conn, sess, func() { sess.HandleBinary(ctx, data) })
+		return false
+	}
+	var f *wire.Fatal
+	s.safely(conn, sess, func() {
+		var t string
+		if t, f = sess.Handle(ctx, data); t != "" {
+			s.m.FramesIn.WithLabelValues(dialect, t).Inc()
+		}
+	})
+	if f != nil {
+		end(conn, f)
+		return true
+	}
+	return false
+}
+
+// safely runs one frame's handling; a panic is logged and answered with
+// the dialect's internal error instead of taking the process down.
+func (s *Server) safely(conn *hub.Conn, sess wire.Session, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic handling a frame", "device", conn.DeviceID, "panic", fmt.Sprint(p))
+			conn.Send(hub.Out{Data: sess.InternalError()})
+		}
+	}()
+	fn()
+}
+
+func (s *Server) writeRaw(c *websocket.Conn, data []byte) {
+	ctx, cancel := context.WithTimeout(s.base, s.cfg.WriteTimeout)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, data)
+}
+
+var errTooBig = errors.New("frame too large")

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/irisgate/irisgate/hub"
+)
+
+// writer puts a connection's queued frames on its socket. A drain runs
+// while frames wait and ends when the queue is empty; the one that finds
+// the queue closed closes the socket with the status it was closed with.
+type writer struct {
+	s    *Server
+	c    *websocket.Conn
+	sock *corkedConn
+	conn *hub.Conn
+	out  prometheus.Counter
+	done chan struct{} // closed once the socket is closed
+	// prober, when set, is pinged after a batch that carried outbox
+	// frames: its answer proves them.
+	prober *prober
+}
+
+var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
+
+func (w *writer) drain() {
+	finished := false
+	defer func() {
+		if p := recover(); p != nil {
+			w.s.log.Error("panic in writer", "device", w.conn.DeviceID, "panic", fmt.Sprint(p))
+			w.c.CloseNow()
+			w.conn.Close(errors.New("writer failed"))
+			if !finished {
+				close(w.done)
+			}
+		}
+	}()
+	bp := outBufs.Get().(*[]hub.Out)
+	defer outBufs.Put(bp)
+	for {
+		buf, err := w.conn.Next(*bp)
+		*bp = buf
+		if len(buf) > 0 {
+			if werr := w.write(buf); werr != nil {
+				w.c.CloseNow()
+				w.conn.Close(werr)
+				finished = true
+				close(w.done)
+				return
+			}
+			clear(buf) // the pool must not keep frames alive
+		}
+		if err != nil {
+			w.closeSocket(err)
+			finished = true
+			close(w.done)
+			return
+		}
+		if len(buf) == 0 {
+			return
+		}
+	}
+}
+
+// write sends a batch in as few system calls as the socket allows. Its
+// frames count as written (for proofs of delivery) only once they have
+// left the cork, never while they wait in it.
+func (w *writer) write(buf []hub.Out) error {
+	w.sock.cork()
+	var err error
+	for _, o := range buf {
+		typ := websocket.MessageText
+		if o.Binary {
+			typ = websocket.MessageBinary
+		}
+		if err = w.c.Write(context.Background(), typ, o.Data); err != nil {
+			break
+		}
+	}
+	if uerr := w.sock.uncork(); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return err
+	}
+	if w.prober != nil && w.conn.Wrote(buf) {
+		w.prober.ping()
+	}
+	w.out.Add(float64(len(buf)))
+	return nil
+}
+
+func (w *writer) closeSocket(err error) {
+	var ce *closeErr
+	switch {
+	case errors.As(err, &ce):
+		w.c.Close(ce.code, ce.reason)
+	case errors.Is(err, hub.ErrSlow):
+		w.s.log.Warn("closing a device that reads too slowly", "device", w.conn.DeviceID)
+		w.c.Close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
+	case errors.Is(err, hub.ErrReplaced):
+		w.c.Close(websocket.StatusNormalClosure, "replaced by a newer connection of this device")
+	default:
+		w.c.CloseNow()
+	}
+}
