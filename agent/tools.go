@@ -46,6 +46,9 @@ type ToolEnv struct {
 // approval policy they run under.
 type Tools struct {
 	List []*Tool
+	// Sets are tools that come and go while the gateway runs (those of
+	// MCP servers), asked for their list at each model call.
+	Sets []ToolSet
 	// Sandbox walls the terminal's commands in and tells the file tools
 	// what they may never open; nil: no walls (every command that is not
 	// read-only asks).
@@ -67,9 +70,23 @@ type Tools struct {
 	MaxFile int64
 }
 
+// ToolSet is a changing set of tools.
+type ToolSet interface {
+	Tools() []*Tool
+}
+
+// all is every tool offered now.
+func (ts *Tools) all() []*Tool {
+	out := ts.List
+	for _, s := range ts.Sets {
+		out = append(out[:len(out):len(out)], s.Tools()...)
+	}
+	return out
+}
+
 func (ts *Tools) params() []openai.ChatCompletionToolUnionParam {
 	var out []openai.ChatCompletionToolUnionParam
-	for _, t := range ts.List {
+	for _, t := range ts.all() {
 		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: t.Name, Description: openai.String(t.Description), Parameters: t.Params,
 		}))
@@ -78,7 +95,7 @@ func (ts *Tools) params() []openai.ChatCompletionToolUnionParam {
 }
 
 func (ts *Tools) find(name string) *Tool {
-	for _, t := range ts.List {
+	for _, t := range ts.all() {
 		if t.Name == name {
 			return t
 		}

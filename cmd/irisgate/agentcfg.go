@@ -32,6 +32,7 @@ type AgentFlags struct {
 	MaxIterations int           `help:"Most model calls in one turn (model → tools → model…)." default:"16" env:"IRISGATE_MAX_ITERATIONS" group:"Agent"`
 	EchoDelay     time.Duration `help:"Pause between words of the demo echo agent." default:"40ms" env:"IRISGATE_ECHO_DELAY" group:"Agent"`
 	SandboxFlags
+	ToolsFlags
 	HermesFlags
 
 	// modelHTTP is the model backend's HTTP client, handed to the gateway
@@ -131,12 +132,16 @@ func (f *AgentFlags) buildModel(log *slog.Logger) (agent.Agent, error) {
 	}
 	tools := &agent.Tools{Sandbox: sb, Policy: policy, Timeout: f.CmdTimeout, MaxFile: f.maxFile}
 	tools.List = agent.Builtin(tools)
+	if err := f.addTools(log, tools, f.Workdir); err != nil {
+		return nil, err
+	}
 	prompt := f.SystemPrompt
 	if prompt == "" {
 		prompt = defaultSystemPrompt
 	}
 	m, err := agent.NewModel(agent.ModelConfig{Providers: providers, Tools: tools, SystemPrompt: prompt, MaxIterations: f.MaxIterations, HTTPClient: f.modelHTTP})
 	if err != nil {
+		f.closeTools()
 		return nil, err
 	}
 	log.Info("model backend", "provider", main.ID, "model", f.Model, "base_url", f.BaseURL, "providers", len(providers))

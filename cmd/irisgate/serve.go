@@ -88,6 +88,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 		ln.Close()
 		return err
 	}
+	defer c.AgentFlags.closeTools() // after the gateway: no turn calls them then
 	cfg := c.appConfig(log, ag)
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()

@@ -48,6 +48,7 @@ func init() {
 		{Name: "/approve", Description: "Approve the pending command", ArgsHint: "[session|always]", Category: "Tools & Skills", run: cmdApprove},
 		{Name: "/deny", Description: "Deny the pending command", Category: "Tools & Skills", run: cmdDeny},
 		{Name: "/approvals", Description: "Choose what asks first: everything not read-only, only what leaves the sandbox, or nothing", ArgsHint: "[ask|auto|yolo]", Category: "Tools & Skills", run: cmdApprovals},
+		{Name: "/tools", Description: "List the agent's tools and the MCP servers they come from", Category: "Tools & Skills", run: cmdTools},
 		{Name: "/cron", Description: "List, add, pause, resume, remove or run scheduled jobs", ArgsHint: "[list|add SCHEDULE | PROMPT|pause ID|resume ID|rm ID|run ID]", Category: "Tools & Skills", run: cmdCron},
 		{Name: "/status", Description: "Show session status", Category: "Info", run: cmdStatus},
 		{Name: "/help", Description: "List the commands", Category: "Info", run: cmdHelp},
