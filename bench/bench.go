@@ -35,14 +35,15 @@ const (
 	Media   = "media"
 	Model   = "model"
 	Floods  = "floods"
+	Ratios  = "ratios"
 )
 
 // All lists every scenario in run order.
-var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods}
+var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods, Ratios}
 
-var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods}
+var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods, "j": Ratios}
 
-// ParseScenarios reads a comma list of scenario names (or their letters a–h,
+// ParseScenarios reads a comma list of scenario names (or their letters a–j,
 // or "all") and returns them in run order.
 func ParseScenarios(s string) ([]string, error) {
 	want := map[string]bool{}
@@ -65,7 +66,7 @@ func ParseScenarios(s string) ([]string, error) {
 			known = known || n == p
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–i, or all)", p, strings.Join(All, ", "))
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–j, or all)", p, strings.Join(All, ", "))
 		}
 		want[p] = true
 	}
@@ -114,6 +115,23 @@ type Options struct {
 	ModelTurns  int           // model latency: turns measured (200; quick 20)
 	ModelChunks int           // model latency: SSE text chunks per reply (32)
 	ModelGap    time.Duration // model latency: pause between chunks in the paced phase (2ms)
+
+	// The ratios scenario (issue 17's modes). Durations and counts are
+	// per mode; quick sizes in brackets.
+	RatioModes      []string      // default AllRatioModes
+	RatioDevices    int           // devices watching fan-out and HTTP posts (100; quick 5)
+	RatioPublishes  int           // sends of a burst (3,000; quick 300)
+	RatioPacedRates []float64     // paced fan-out: sends a second, one run each (1,000 and 500; quick 200)
+	RatioDuration   time.Duration // paced fan-out, HTTP posting, each round trip (2s; quick 300ms)
+	RatioPosters    int           // parallel HTTP publishers (16; quick 4)
+	RatioHandshakes int           // dials timed one after another (300; quick 20)
+	RatioMissed     int           // frames a device misses, then recovers (1,000; quick 100)
+	RatioStorm      int           // devices connecting at once (1,000; quick 50)
+	RatioIdle       int           // idle connections for RSS (5,000; quick 50)
+	RatioReply      int           // bytes of the streamed reply (12,000; quick 1,200)
+	// ChildCmd makes the command of a child gateway of the ratios
+	// scenario from its spec (default: this executable's "bench --child").
+	ChildCmd func(spec string) (*exec.Cmd, error)
 
 	// GatewayCmd makes the command of the subprocess gateway the memory
 	// scenario measures; it must serve Iris on listen (host:port) with
@@ -187,6 +205,27 @@ func (o *Options) defaults() {
 	setInt(&o.ModelTurns, 200, 20)
 	setInt(&o.ModelChunks, 32, 32)
 	setDur(&o.ModelGap, 2*time.Millisecond, 2*time.Millisecond)
+	if len(o.RatioModes) == 0 {
+		o.RatioModes = AllRatioModes
+	}
+	setInt(&o.RatioDevices, 100, 5)
+	setInt(&o.RatioPublishes, 3000, 300)
+	if len(o.RatioPacedRates) == 0 {
+		o.RatioPacedRates = []float64{1000, 500}
+		if o.Quick {
+			o.RatioPacedRates = []float64{200}
+		}
+	}
+	setDur(&o.RatioDuration, 2*time.Second, 300*time.Millisecond)
+	setInt(&o.RatioPosters, 16, 4)
+	setInt(&o.RatioHandshakes, 300, 20)
+	setInt(&o.RatioMissed, 1000, 100)
+	setInt(&o.RatioStorm, 1000, 50)
+	setInt(&o.RatioIdle, 5000, 50)
+	setInt(&o.RatioReply, 12_000, 1_200)
+	if o.ChildCmd == nil {
+		o.ChildCmd = selfChild
+	}
 	if o.GatewayCmd == nil {
 		o.GatewayCmd = selfServe
 	}
@@ -244,6 +283,8 @@ type Result struct {
 	Setup   []string // how the scenario ran
 	Figures []Figure
 	Notes   []string // what limits the figures, warnings, checks
+	// Rows are the ratios scenario's figures, each with its baseline.
+	Rows []Row
 	// Lost counts durable frames a device should have and never got
 	// (storm), final updates or stops missing (fan-out), replayed frames
 	// missing (sync): anything the gateway must never lose.
@@ -313,6 +354,8 @@ func Run(ctx context.Context, o Options, w io.Writer) ([]Result, error) {
 			r = runModel(sctx, &o)
 		case Floods:
 			r = runFloods(sctx, &o)
+		case Ratios:
+			r = runRatios(sctx, &o)
 		}
 		stopProfile()
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -395,6 +438,9 @@ func writeResult(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Label, f.Value, target, verdict)
 	}
 	tw.Flush()
+	if len(r.Rows) > 0 {
+		writeRows(w, r.Rows)
+	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range r.Notes {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/server"
@@ -23,9 +28,20 @@ import (
 // this test binary, not irisgate.
 const childEnv = "IRISGATE_BENCH_TEST_GATEWAY"
 
+// ratiosChildEnv, when set, makes the test binary a child of the ratios
+// scenario (what "irisgate bench --child" is outside tests).
+const ratiosChildEnv = "IRISGATE_BENCH_TEST_CHILD"
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(serveChild(spec))
+	}
+	if spec := os.Getenv(ratiosChildEnv); spec != "" {
+		if err := RunChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -71,6 +87,16 @@ func childGateway(listen, dataDir, token string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+func testChild(spec string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), ratiosChildEnv+"="+spec)
+	return cmd, nil
+}
+
 type logWriter struct{ t *testing.T }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -88,7 +114,7 @@ func TestQuick(t *testing.T) {
 			defer cancel()
 			var report bytes.Buffer
 			results, err := Run(ctx, Options{
-				Scenarios: []string{name}, Quick: true, TempDir: t.TempDir(), GatewayCmd: childGateway,
+				Scenarios: []string{name}, Quick: true, TempDir: t.TempDir(), GatewayCmd: childGateway, ChildCmd: testChild,
 				Progress: logWriter{t}, ScenarioTimeout: 2 * time.Minute,
 			}, &report)
 			t.Log("\n" + report.String())
@@ -110,7 +136,148 @@ func TestQuick(t *testing.T) {
 					t.Errorf("%s: check failed: %s = %s (want %s)", r.Name, f.Label, f.Value, f.Target)
 				}
 			}
+			if name == Ratios {
+				checkRatioRows(t, r.Rows)
+			}
 		})
+	}
+}
+
+// checkRatioRows checks that every ratio mode produced its rows, each a
+// finite, positive value next to a positive baseline. Nothing is timed:
+// the figures only have to be there and make sense.
+func checkRatioRows(t *testing.T, rows []Row) {
+	t.Helper()
+	want := map[string]int{ // rows a quick run makes, by mode name's start
+		"fan-out burst": 5, "one person's": 1, "fan-out paced": 2, "HTTP publishers": 2, "handshake": 2,
+		"request round trip": 2, "recovery": 2, "storm": 2, "idle connections": 1, "streamed reply": 2,
+	}
+	got := map[string]int{}
+	for _, r := range rows {
+		for k := range want {
+			if strings.Contains(r.Mode, k) {
+				got[k]++
+			}
+		}
+		v, b := r.Value, r.Base
+		if !(v > 0) || math.IsInf(v, 0) || !(b > 0) || math.IsInf(b, 0) || !(r.Ratio() > 0) {
+			t.Errorf("%s / %s: value %v, baseline %v: want both finite and > 0", r.Mode, r.Metric, v, b)
+		}
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("mode %q: %d rows, want %d", k, got[k], n)
+		}
+	}
+	for _, r := range rows {
+		switch {
+		case strings.HasPrefix(r.Metric, "latency p99") || r.Metric == "p99":
+			// p99 ≥ p50 of the same mode.
+			for _, q := range rows {
+				if q.Mode == r.Mode && (q.Metric == "latency p50" || q.Metric == "p50") && q.Value > r.Value {
+					t.Errorf("%s: p50 %v > p99 %v", r.Mode, q.Value, r.Value)
+				}
+			}
+		case strings.HasPrefix(r.Metric, "bytes on the wire"):
+			// Every update carries the whole text so far: the wire holds at
+			// least the reply, uncompressed.
+			if r.Value < r.Base && !strings.Contains(r.Note, "negotiated:") {
+				t.Errorf("%s: %v bytes on the wire for a %v-byte reply, uncompressed", r.Metric, r.Value, r.Base)
+			}
+		}
+	}
+}
+
+func TestParseRatioModes(t *testing.T) {
+	got, err := ParseRatioModes("wire, burst")
+	if err != nil || strings.Join(got, ",") != "burst,wire" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := ParseRatioModes("burst,nope"); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+	if got, _ := ParseRatioModes("all"); len(got) != len(AllRatioModes) {
+		t.Fatalf("all = %v", got)
+	}
+}
+
+// The child accepts a public token: it must refuse to listen anywhere
+// but loopback, and refuse specs it does not understand.
+func TestChildSpec(t *testing.T) {
+	ok := childSpec{Mode: childIrisgate, Listen: "127.0.0.1:1234", Dir: "/tmp/x", Lanes: 3}
+	got, err := parseChildSpec(ok.encode())
+	if err != nil || got != ok {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range []childSpec{
+		{Mode: childIrisgate, Listen: "0.0.0.0:1234", Dir: "/tmp/x"},
+		{Mode: childBare, Listen: "192.168.1.2:80"},
+		{Mode: childBare, Listen: ":8080"},
+		{Mode: "other", Listen: "127.0.0.1:1"},
+		{Mode: childIrisgate, Listen: "127.0.0.1:1"},
+		{Mode: childIrisgate, Listen: "127.0.0.1:1", Dir: "/tmp/x", Lanes: 5000},
+	} {
+		if _, err := parseChildSpec(bad.encode()); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+}
+
+func TestStreamAsk(t *testing.T) {
+	a := streamAsk{events: 1500, chunk: 8, rate: 1000}
+	if got, ok := parseStreamAsk(a.text()); !ok || got != a {
+		t.Fatalf("round trip: %+v %v", got, ok)
+	}
+	for _, s := range []string{"pub 1 lorem", "bench-stream events=1 chunk=1", "bench-stream events=1000000 chunk=8 rate=1", "bench-stream events=-1 chunk=8 rate=1"} {
+		if _, ok := parseStreamAsk(s); ok {
+			t.Errorf("accepted %q", s)
+		}
+	}
+	if r := replyText(12_000); len(r) != 12_000 || strings.ContainsAny(r, "\\\"\n") {
+		t.Fatalf("replyText: %d bytes", len(r))
+	}
+}
+
+// The batched-write baseline writes frames by hand: the library irisgate
+// uses must read them as the messages they are.
+func TestHandFramesReadByLibrary(t *testing.T) {
+	frame := sampleFrame(300)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/raw", func(w http.ResponseWriter, r *http.Request) {
+		conn, err := hijackUpgrade(w, r)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		var buf []byte
+		for range 16 {
+			buf = wsFrame(buf, frame)
+		}
+		buf = wsFrame(buf, bytes.Repeat([]byte("x"), 70_000)) // the 8-byte length form
+		conn.Write(buf)
+		io.Copy(io.Discard, conn) // until the client goes
+	})
+	srv, addr, err := serveLoopback(mux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/raw", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	for i := range 17 {
+		typ, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if typ != websocket.MessageText || (i < 16 && !bytes.Equal(b, frame)) || (i == 16 && len(b) != 70_000) {
+			t.Fatalf("message %d: %v, %d bytes", i, typ, len(b))
+		}
 	}
 }
 

@@ -40,10 +40,11 @@ func startGateway(o *Options, name string, ag agent.Agent, edit func(*server.App
 		return nil, err
 	}
 	logs := &logCounter{w: o.GatewayLog, counts: map[string]int{}}
-	// Every bench device says hello with the one token: its bound on live
-	// connections is lifted.
+	// Every bench device says hello with the one token: its bounds on live
+	// connections and on turns queued and running are lifted (50 durable
+	// devices keep 100 turns in flight; a token may otherwise hold 64).
 	cfg := server.AppConfig{DataDir: dir, Token: Token, Log: slog.New(logs)}
-	cfg.Agent, cfg.Bounds = ag, gateway.Bounds{ConnsPerToken: 1 << 20}
+	cfg.Agent, cfg.Bounds = ag, gateway.Bounds{ConnsPerToken: 1 << 20, PerToken: 1 << 20, InAll: 1 << 20}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,17 @@ type rawDev struct {
 
 // dialRaw connects a device and waits for its hello.ack.
 func dialRaw(ctx context.Context, url, deviceID string) (*rawDev, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	d, _, _, err := dialRawOpts(ctx, url, deviceID, nil)
+	return d, err
+}
+
+// dialRawOpts is dialRaw with the WebSocket's dial options (nil for the
+// defaults); it also returns the upgrade response and the hello.ack.
+func dialRawOpts(ctx context.Context, url, deviceID string, opts *websocket.DialOptions) (*rawDev, *http.Response, irisv1.HelloAck, error) {
+	var ack irisv1.HelloAck
+	ws, resp, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
-		return nil, err
+		return nil, resp, ack, err
 	}
 	ws.SetReadLimit(64 << 20)
 	d := &rawDev{id: deviceID, ws: ws, done: make(chan struct{})}
@@ -43,25 +52,24 @@ func dialRaw(ctx context.Context, url, deviceID string) (*rawDev, error) {
 		irisv1.Hello{Token: Token, DeviceID: deviceID, DeviceName: deviceID, Caps: irisv1.HelloCaps{MinProtocol: irisv1.Version}})
 	if err != nil {
 		ws.CloseNow()
-		return nil, err
+		return nil, resp, ack, err
 	}
 	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
 		ws.CloseNow()
-		return nil, err
+		return nil, resp, ack, err
 	}
 	_, data, err := ws.Read(ctx)
 	if err != nil {
 		ws.CloseNow()
-		return nil, fmt.Errorf("waiting for hello.ack: %w", err)
+		return nil, resp, ack, fmt.Errorf("waiting for hello.ack: %w", err)
 	}
 	var env irisv1.Envelope
-	var ack irisv1.HelloAck
 	if json.Unmarshal(data, &env) != nil || env.Type != irisv1.TypeHelloAck || json.Unmarshal(env.Payload, &ack) != nil {
 		ws.CloseNow()
-		return nil, fmt.Errorf("expected hello.ack, got %.200s", data)
+		return nil, resp, ack, fmt.Errorf("expected hello.ack, got %.200s", data)
 	}
 	d.syncCursor = ack.SyncCursor
-	return d, nil
+	return d, resp, ack, nil
 }
 
 // serve reads frames until the connection ends, calling fn with each text
@@ -127,6 +135,11 @@ func (d *rawDev) close() {
 
 // dialMany connects n devices, at most par at a time.
 func dialMany(ctx context.Context, url string, n, par int, name func(i int) string) ([]*rawDev, error) {
+	return dialManyWith(ctx, url, n, par, name, dialRaw)
+}
+
+// dialManyWith is dialMany connecting each device with dial.
+func dialManyWith(ctx context.Context, url string, n, par int, name func(i int) string, dial func(ctx context.Context, url, id string) (*rawDev, error)) ([]*rawDev, error) {
 	devs := make([]*rawDev, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, par)
@@ -139,7 +152,7 @@ func dialMany(ctx context.Context, url string, n, par int, name func(i int) stri
 			defer func() { <-sem }()
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			d, err := dialRaw(dctx, url, name(i))
+			d, err := dial(dctx, url, name(i))
 			if err != nil {
 				errs <- fmt.Errorf("device %s: %w", name(i), err)
 				return

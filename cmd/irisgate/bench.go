@@ -15,7 +15,7 @@ import (
 // (in-process, and as a subprocess of this binary for memory), driving
 // simulated devices over loopback WebSockets.
 type BenchCmd struct {
-	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods (or a-i, or all)." default:"all"`
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods,ratios (or a-j, or all)." default:"all"`
 	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
 
 	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
@@ -36,17 +36,39 @@ type BenchCmd struct {
 	SearchMessages  int           `help:"Search: messages in the store (default 1000000; quick 2000)."`
 	SearchQueries   int           `help:"Search: timed searches (default 2000; quick 100)."`
 	MediaSize       int           `help:"Media: bytes of the file uploaded and pulled (default 64 MiB; quick 8 MiB)."`
+	RatioModes      string        `help:"Ratios: comma list of modes: burst,person,paced,http,handshake,rtt,recovery,storm,idle,wire (or all)." default:"all"`
+	RatioDevices    int           `help:"Ratios: devices watching fan-out and HTTP posts (default 100; quick 5)."`
+	RatioPublishes  int           `help:"Ratios: message.send of a burst (default 3000; quick 300)."`
+	RatioPacedRates []float64     `help:"Ratios: paced fan-out, sends a second, one run each (default 1000,500; quick 200)."`
+	RatioDuration   time.Duration `help:"Ratios: length of paced fan-out, HTTP posting and each round-trip run (default 2s; quick 300ms)."`
+	RatioPosters    int           `help:"Ratios: parallel HTTP publishers on /api/send (default 16; quick 4)."`
+	RatioHandshakes int           `help:"Ratios: handshakes timed one after another (default 300; quick 20)."`
+	RatioMissed     int           `help:"Ratios: frames a device misses and then recovers by sync (default 1000; quick 100)."`
+	RatioStorm      int           `help:"Ratios: devices connecting and syncing at once (default 1000; quick 50)."`
+	RatioIdle       int           `help:"Ratios: idle connections for RSS per connection (default 5000; quick 50)."`
+	RatioReplyBytes int           `help:"Ratios: bytes of the streamed reply counted on the wire (default 12000; quick 1200)."`
 	BaselineBin     string        `help:"Floods: also run each flood against the irisgate binary at this path, first (before/after in one run)." type:"path"`
 
 	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
 	GatewayLog bool          `help:"Print the in-process gateways' warnings and errors to stderr."`
 	Timeout    time.Duration `help:"Bound on each scenario (default 15m; quick 2m)."`
 	ProfileDir string        `help:"Write a CPU and a heap profile of each scenario here (NAME.cpu.pprof, NAME.heap.pprof)." type:"path"`
+
+	// Child makes this process one of the ratios scenario's gateways; the
+	// bench starts it itself.
+	Child string `hidden:"" help:"Serve a benchmark child gateway (internal)."`
 }
 
 // Run implements the command.
 func (c *BenchCmd) Run() error {
+	if c.Child != "" {
+		return bench.RunChild(c.Child)
+	}
 	sc, err := bench.ParseScenarios(c.Scenarios)
+	if err != nil {
+		return err
+	}
+	modes, err := bench.ParseRatioModes(c.RatioModes)
 	if err != nil {
 		return err
 	}
@@ -57,6 +79,9 @@ func (c *BenchCmd) Run() error {
 		SyncFrames: c.SyncFrames, StormDevices: c.StormDevices, StormRate: c.StormRate, StormClose: c.StormClose, MemoryConns: c.MemoryConns,
 		ModelTurns: c.ModelTurns, ModelChunks: c.ModelChunks, ModelGap: c.ModelGap,
 		SearchMessages: c.SearchMessages, SearchQueries: c.SearchQueries, MediaSize: c.MediaSize,
+		RatioModes: modes, RatioDevices: c.RatioDevices, RatioPublishes: c.RatioPublishes, RatioPacedRates: c.RatioPacedRates,
+		RatioDuration: c.RatioDuration, RatioPosters: c.RatioPosters, RatioHandshakes: c.RatioHandshakes, RatioMissed: c.RatioMissed,
+		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes,
 		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
 	}
 	if c.GatewayLog {
