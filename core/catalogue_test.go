@@ -373,7 +373,7 @@ func TestKindArguments(t *testing.T) {
 // converted are the packages (or files) whose errors are all kinds.
 var converted = []string{"server", "admin", "internal/httperr", "wire", "wire/mobile", "wire/iris", "media", "cron",
 	"gateway/channels.go", "gateway/commands.go", "gateway/media.go", "gateway/search.go",
-	"gateway/deliver_media.go", "gateway/mobile.go", "gateway/auth.go", "gateway/errors.go", "gateway/turnlimits.go"}
+	"gateway/deliver_media.go", "gateway/mobile.go", "gateway/auth.go", "gateway/errors.go", "gateway/bounds.go", "gateway/turn/limits.go"}
 
 // The converted packages make no error without a kind: no core.Errorf and
 // no core.Error literal.

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -62,7 +63,8 @@ const titleSystemPrompt = "You name conversations. Reply with a title for the co
 
 // titles is the gateway's bookkeeping of the titles being asked for.
 type titles struct {
-	busy map[core.Lane]bool // guarded by Gateway.mu
+	mu   sync.Mutex
+	busy map[core.Lane]bool
 	// done is closed when the last title out has ended; nil while none is.
 	done chan struct{}
 }
@@ -71,9 +73,9 @@ type titles struct {
 // has ended, and the rename it made, if any, is published. Tests wait on
 // it before they assert that no rename came; ctx bounds the wait.
 func (g *Gateway) TitlesDone(ctx context.Context) error {
-	g.mu.Lock()
+	g.titles.mu.Lock()
 	done := g.titles.done
-	g.mu.Unlock()
+	g.titles.mu.Unlock()
 	if done == nil {
 		return nil
 	}
@@ -96,9 +98,9 @@ func (g *Gateway) autoTitle(lk core.Lane, first, reply core.Message) {
 		return
 	}
 	instant := threadTitle(first.Text)
-	g.mu.Lock()
-	if g.down || g.titles.busy[lk] || len(g.titles.busy) >= titleBusy {
-		g.mu.Unlock()
+	g.titles.mu.Lock()
+	if g.titles.busy[lk] || len(g.titles.busy) >= titleBusy {
+		g.titles.mu.Unlock()
 		return
 	}
 	if g.titles.busy == nil {
@@ -107,29 +109,32 @@ func (g *Gateway) autoTitle(lk core.Lane, first, reply core.Message) {
 	if len(g.titles.busy) == 0 {
 		g.titles.done = make(chan struct{})
 	}
+	if len(g.titles.busy) == 0 {
+		g.titles.done = make(chan struct{})
+	}
 	g.titles.busy[lk] = true
-	// Called from a running turn, so the count is above zero: Shutdown's
-	// Wait cannot have passed it.
-	g.turns.Add(1)
-	g.mu.Unlock()
-	go func() {
-		defer g.turns.Done()
-		defer func() {
-			g.mu.Lock()
-			delete(g.titles.busy, lk)
-			if len(g.titles.busy) == 0 {
-				close(g.titles.done)
-				g.titles.done = nil
-			}
-			g.mu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(g.ctx, titleTimeout)
+	g.titles.mu.Unlock()
+	done := func() {
+		g.titles.mu.Lock()
+		delete(g.titles.busy, lk)
+		if len(g.titles.busy) == 0 {
+			close(g.titles.done)
+			g.titles.done = nil
+		}
+		g.titles.mu.Unlock()
+	}
+	// Under the turn runner's lifetime: shutdown cancels it, and waits.
+	if !g.turns.Go(func(life context.Context) {
+		defer done()
+		ctx, cancel := context.WithTimeout(life, titleTimeout)
 		defer cancel()
 		err := g.retitle(ctx, lk, instant, first.Text, reply.Text)
-		if err != nil && !errors.Is(err, errTitleKept) && g.ctx.Err() == nil {
+		if err != nil && !errors.Is(err, errTitleKept) && life.Err() == nil {
 			g.log.Warn("auto-thread title: the instant title stays", "lane", lk.String(), "err", err)
 		}
-	}()
+	}) {
+		done() // shutting down
+	}
 }
 
 // retitle renames the auto-thread lk, still named instant, to the model's
@@ -182,7 +187,7 @@ func (g *Gateway) titleModel(ctx context.Context, lk core.Lane) (agent.Provider,
 	if !ok {
 		return agent.Provider{}, "", false
 	}
-	set := g.agentSettings(lk, g.settings(ctx, lk))
+	set := g.turns.AgentSettings(lk, g.turns.Settings(ctx, lk))
 	set.Fast = false
 	if g.cfg.FastModel != "" && set.Provider == "" {
 		set.Model = g.cfg.FastModel

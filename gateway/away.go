@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/push"
 	"github.com/irisgate/irisgate/store"
@@ -155,17 +153,6 @@ func (g *Gateway) notePush(ev *core.Event) {
 // SilentReply is what a cron prompt's answer says to deliver nothing.
 const SilentReply = "[SILENT]"
 
-// errCronStopped is the outcome of a cron turn stopped before it answered
-// (agent.stop, /stop, shutdown, its channel deleted): nothing was posted.
-var errCronStopped = errors.New("stopped before it finished: nothing was posted")
-
-// cronRun is what makes a pending turn a cron turn: the job whose prompt it
-// runs, and whom to tell the outcome.
-type cronRun struct {
-	job  store.CronJob
-	done func(error)
-}
-
 // RunCron runs job j (a cron.Runner). A fixed text is posted at once. A
 // prompt becomes a turn of the job's lane, a cron turn: queued behind what
 // runs there, announced by agent.busy (reason cron) and agent.idle, ended by
@@ -203,83 +190,7 @@ func (g *Gateway) RunCron(ctx context.Context, j store.CronJob, done func(error)
 		done(nil)
 		return nil
 	}
-	if g.cronWaiting(lk, j.ID) {
-		// A run of the job waits in the lane already (a frequent job
-		// behind a long turn): one run answers both, as missed runs
-		// collapse into one.
-		return nil
-	}
-	pt := pendingTurn{
-		msg:  core.Message{ID: store.CronTurnID(j.ID), Lane: lk, Text: j.Prompt},
-		cron: &cronRun{job: j, done: done},
-	}
-	if err := g.commit(ctx, func(tx store.Tx) error { return tx.QueueTurn(lk, pt.msg.ID) }, nil); err != nil {
-		return err
-	}
-	// Shutting down: the row stays, and the next start runs the job.
-	if err := g.enqueue(pt); err != nil && err != errShuttingDown {
-		return err
-	}
-	return nil
-}
-
-// cronWaiting reports whether a run of job waits in lane lk, not started.
-func (g *Gateway) cronWaiting(lk core.Lane, job string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if l := g.lanes[lk]; l != nil {
-		for _, pt := range l.pending {
-			if pt.cron != nil && pt.cron.job.ID == job {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// runCronTurn runs a cron job's prompt as a turn of its lane. It shares a
-// person's turn's lifecycle (the turn row, agent.busy and agent.idle, stop)
-// but not its shape, which stays what cron output always was: nothing
-// streams, the answer is posted whole as the job's cron message with its
-// notification (nothing for [SILENT], or when stopped), no user message is
-// stored, and the run neither reads nor extends the lane's conversation
-// with the model. It takes no steering (its turn has no steer channel).
-func (g *Gateway) runCronTurn(ctx context.Context, l *lane, t *turn, pt pendingTurn) {
-	lk, j := l.key, pt.cron.job
-	// Final writes use their own context: a stopped turn still ends.
-	fin := context.Background()
-	if err := g.commit(fin, func(tx store.Tx) error { return tx.StartTurn(pt.msg.ID) },
-		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "cron"}); err != nil {
-		g.log.Error("cron turn: agent.busy", "lane", lk.String(), "job", j.ID, "err", err)
-		pt.cron.done(err)
-		return
-	}
-	var b strings.Builder
-	err := g.cfg.Agent.Run(ctx, agent.Turn{
-		Lane: lk, Input: j.Prompt, Cwd: g.cfg.Workdir, Asker: laneAsker{g: g, lane: lk}, Cron: agentCron{g},
-		Settings: g.agentSettings(lk, g.settings(fin, lk)),
-	}, func(e agent.Event) {
-		switch e.Kind {
-		case agent.Text:
-			b.WriteString(e.Text)
-		case agent.TextIsCommentary, agent.TextIsReasoning:
-			b.Reset()
-		}
-	})
-	var outcome error
-	switch {
-	case ctx.Err() != nil:
-		outcome = errCronStopped
-	case err != nil:
-		g.log.Warn("cron turn failed", "lane", lk.String(), "job", j.ID, "err", err)
-		g.systemMessage(fin, lk, "Cron job "+j.Name+" failed: "+err.Error())
-		outcome = err
-	default:
-		outcome = g.postCron(fin, lk, j, b.String())
-	}
-	// The output goes out before agent.idle, as a person's reply does.
-	g.endTurn(t, lk, pt.msg.ID)
-	pt.cron.done(outcome)
+	return g.turns.EnqueueCron(ctx, lk, j, done)
 }
 
 // postCron posts a job's output into its lane as a cron message with a

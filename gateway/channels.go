@@ -56,7 +56,7 @@ func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, pa
 			return err
 		}
 		return tx.PutChannel(c)
-	}, &core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.reply()})
+	}, &core.Event{Type: core.EvChannelCreated, Channel: &c, ReplyTo: from.Reply()})
 }
 
 // ChannelChange is one of the edits answered by channel.renamed.
@@ -88,7 +88,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 	}
 	var out core.Channel
 	var lost []string // entries the default flag moves away from
-	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.reply()}
+	ev := &core.Event{Type: core.EvChannelRenamed, Channel: &out, ReplyTo: from.Reply()}
 	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
@@ -165,7 +165,7 @@ func (g *Gateway) ChangeChannel(ctx context.Context, from Caller, chatID string,
 // DeleteChannel removes a channel with its threads and all their history.
 func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string) error {
 	var gone []core.Channel
-	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.reply()}
+	ev := &core.Event{Type: core.EvChannelDeleted, ChatID: chatID, ReplyTo: from.Reply()}
 	err := g.commit(ctx, func(tx store.Tx) error {
 		c, err := tx.Channel(chatID)
 		if err != nil {
@@ -183,19 +183,14 @@ func (g *Gateway) DeleteChannel(ctx context.Context, from Caller, chatID string)
 	g.collectMedia() // the files of its messages
 	// Turns of deleted lanes stop; their final writes find no message and
 	// are dropped.
-	g.mu.Lock()
-	for _, c := range gone {
-		for key, l := range g.lanes {
+	g.turns.DropLanes(func(key core.Lane) bool {
+		for _, c := range gone {
 			if key.ChatID == c.ChatID || key.ThreadID == c.ChatID {
-				l.pending = nil
-				l.todos = nil
-				if l.running != nil {
-					l.running.cancel()
-				}
+				return true
 			}
 		}
-	}
-	g.mu.Unlock()
+		return false
+	})
 	return nil
 }
 

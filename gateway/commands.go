@@ -8,32 +8,16 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/slash"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
 )
 
 // Caller is the connection and request a command comes from.
-type Caller struct {
-	Conn  *hub.Conn
-	ReqID int64
-}
-
-func (c Caller) reply() *core.ReplyAddr {
-	if c.Conn == nil || c.ReqID == 0 {
-		return nil
-	}
-	return &core.ReplyAddr{ConnID: c.Conn.ID, ReqID: c.ReqID}
-}
-
-func (c Caller) deviceID() string {
-	if c.Conn == nil {
-		return ""
-	}
-	return c.Conn.DeviceID
-}
+type Caller = hub.Caller
 
 // MaxTextBytes bounds a message's text.
 const MaxTextBytes = 64 << 10
@@ -54,9 +38,9 @@ type SendRequest struct {
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
 	// A flood into a full lane is refused before it costs a query.
-	if req.Lane.ChatID != "" && !isSlash(req.Text) && g.queueFull(req.Lane) {
+	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.turns.QueueFull(req.Lane) {
 		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return errQueueFull
+		return turn.ErrQueueFull
 	}
 	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {
@@ -74,31 +58,28 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
 		return ErrEmptyMessage.New()
 	}
-	refs, err := g.checkRefs(ctx, from.deviceID(), req.MediaRefs)
+	refs, err := g.checkRefs(ctx, from.DeviceID(), req.MediaRefs)
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
-	down := g.down
-	g.mu.Unlock()
-	if down {
-		return errShuttingDown
+	if g.turns.Down() {
+		return turn.ErrShuttingDown.New()
 	}
-	name, args, slash := parseSlash(req.Text)
+	name, args, isCmd := slash.Parse(req.Text)
 	var th *core.Channel
 	if req.AutoThread && req.Lane.ThreadID == "" && ch.IsDefault && strings.TrimSpace(req.Text) != "" && !strings.HasPrefix(req.Text, "/") {
-		if err := g.autoThread(tokenOf(from), time.Now()); err != nil {
+		if err := g.autoThread(from.Token(), time.Now()); err != nil {
 			return err
 		}
 		th = &core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
-	var slot *turnSlot
-	if !slash {
+	var slot *turn.Slot
+	if !isCmd {
 		// Full bounds refuse the message before anything is stored, the
 		// auto-thread it would open included.
-		if slot, err = g.reserveTurn(req.Lane, tokenOf(from)); err != nil {
+		if slot, err = g.turns.Reserve(req.Lane, from.Token()); err != nil {
 			return err
 		}
 	}
@@ -109,34 +90,34 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 			}
 			return tx.PutChannel(*th)
 		}, &core.Event{Type: core.EvChannelCreated, Channel: th}); err != nil {
-			g.releaseTurn(m.Lane, slot)
+			g.turns.Release(m.Lane, slot)
 			return err
 		}
 	}
 	// The turn is owed from the moment the message is stored: a restart
 	// before it runs still answers it.
 	if err := g.commit(ctx, func(tx store.Tx) error {
-		if err := attach(tx, from.deviceID(), refs, &m); err != nil {
+		if err := attach(tx, from.DeviceID(), refs, &m); err != nil {
 			return err
 		}
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
-		if slash {
+		if isCmd {
 			return nil
 		}
 		return tx.QueueTurn(m.Lane, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.reply()}); err != nil {
-		if !slash {
-			g.releaseTurn(m.Lane, slot)
+	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.Reply()}); err != nil {
+		if !isCmd {
+			g.turns.Release(m.Lane, slot)
 		}
 		return err
 	}
-	if slash {
-		g.runSlash(ctx, from, m.Lane, name, args)
+	if isCmd {
+		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
 	}
-	if err := g.enqueueReserved(pendingTurn{msg: m, origin: from.Conn, slot: slot}); err != nil && err != errShuttingDown {
+	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn, Slot: slot}); err != nil && !errors.Is(err, turn.ErrShuttingDown) {
 		return err
 	}
 	return nil
@@ -200,51 +181,12 @@ func (g *Gateway) Stop(ctx context.Context, from Caller, lk core.Lane) error {
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	l := g.lanes[lk]
-	var t *turn
-	if l != nil {
-		t = l.running
-	}
-	g.mu.Unlock()
-	r := from.reply()
-	ended := true
-	if t != nil {
-		t.mu.Lock()
-		ended = t.ended
-		if r != nil && !ended {
-			t.stopReqs = append(t.stopReqs, *r)
-		}
-		if !ended {
-			t.stopping = true
-		}
-		t.mu.Unlock()
-	}
-	if ended {
-		// Nothing runs, or the turn's agent.idle has gone out without
-		// this request's id: answer it now.
-		if r != nil {
-			g.replyIdle(*r, lk)
-		}
-		return nil
-	}
-	t.cancel()
+	g.turns.Stop(from, lk)
 	return nil
 }
 
-func (g *Gateway) replyIdle(r core.ReplyAddr, lk core.Lane) {
-	if c := g.hub.ByID(r.ConnID); c != nil {
-		c.SendEvent(&core.Event{Type: core.EvAgentIdle, Lane: lk, TS: time.Now().UnixMilli()}, r.ReqID)
-	}
-}
-
-// Steer hands text to the lane's running turn, which takes it before its
-// next model call. The text is kept in history as the person's message and
-// echoed like one. With no turn running it is simply sent; when the turn
-// ends without taking it, it runs next as a turn of its own. Until the
-// turn takes it, it is owed like a sent message (a turn row in the store):
-// a restart before then answers it as a turn of its own, and one after
-// does not answer it again.
+// Steer hands text to the lane's running turn (turn.Runner.Steer); with
+// no turn running it is simply sent.
 func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return ErrEmptySteer.New()
@@ -252,58 +194,10 @@ func (g *Gateway) Steer(ctx context.Context, from Caller, lk core.Lane, text str
 	if _, err := g.resolveLane(ctx, &lk); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	var t *turn
-	if l := g.lanes[lk]; l != nil {
-		t = l.running
-	}
-	g.mu.Unlock()
-	if t == nil {
-		return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
-	}
-	// Echoed first, so devices see the words before the agent acts on them.
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
-	// Steering the turn does not take runs as a turn of its own: it holds
-	// a place in the queue until the turn takes it.
-	slot, err := g.reserveTurn(lk, tokenOf(from))
-	if err != nil {
+	if steered, err := g.turns.Steer(ctx, from, lk, text); steered || err != nil {
 		return err
 	}
-	// The row is committed before the turn can see the steer, so the
-	// turn's consuming it (which deletes the row) always comes after.
-	if err := g.commit(ctx, func(tx store.Tx) error {
-		if err := tx.InsertMessage(m, false); err != nil {
-			return err
-		}
-		return tx.QueueTurn(lk, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: from.reply()}); err != nil {
-		g.releaseTurn(lk, slot)
-		return err
-	}
-	// Taken or not, the steer holds its slot until it has run.
-	pt := pendingTurn{msg: m, origin: from.Conn, slot: slot}
-	t.mu.Lock()
-	taken := false
-	// A turn being stopped would drop the steer with its own steering:
-	// sent after the stop, it runs next instead.
-	if !t.ran && !t.stopping {
-		select {
-		case t.steer <- agent.Steer{Text: text, MessageID: m.ID}:
-			t.steered = append(t.steered, pt)
-			taken = true
-		default: // the agent has not taken the earlier ones yet
-		}
-	}
-	t.mu.Unlock()
-	if taken {
-		g.releaseTurn(lk, nil)
-		return nil
-	}
-	// Echoed and owed: at shutdown the next start answers it, as Send's.
-	if err := g.enqueueReserved(pt); err != nil && err != errShuttingDown {
-		return err
-	}
-	return nil
+	return g.Send(ctx, from, SendRequest{Lane: lk, Text: text})
 }
 
 // maxDeleteIDs bounds one message.delete.
@@ -322,7 +216,7 @@ func (g *Gateway) DeleteMessages(ctx context.Context, from Caller, lk core.Lane,
 		return err
 	}
 	if err := g.commit(ctx, func(tx store.Tx) error { return tx.DeleteMessages(lk, ids) },
-		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.reply()}); err != nil {
+		&core.Event{Type: core.EvMessageDeleted, Lane: lk, MessageIDs: ids, ReplyTo: from.Reply()}); err != nil {
 		return err
 	}
 	g.collectMedia() // their files, unless other messages have the same bytes
@@ -348,7 +242,7 @@ func (g *Gateway) ReadReceipt(ctx context.Context, from Caller, lk core.Lane, me
 	} else if err != nil {
 		return err
 	}
-	dev := from.deviceID()
+	dev := from.DeviceID()
 	now := time.Now().UnixMilli()
 	if err := g.commit(ctx, func(tx store.Tx) error { return tx.MarkRead(lk, messageID, dev, now) },
 		&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{messageID}, NotTo: dev}); err != nil {
@@ -419,12 +313,12 @@ func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyT
 		if len(webPush) > 4096 || json.Unmarshal([]byte(webPush), &sub) != nil || sub.Check() != nil {
 			return ErrWebPush.New()
 		}
-		if err := g.st.SetWebPush(ctx, from.deviceID(), sub); err != nil {
+		if err := g.st.SetWebPush(ctx, from.DeviceID(), sub); err != nil {
 			return err
 		}
 		if fcmToken == "" && ntfyTopic == "" {
 			return nil
 		}
 	}
-	return g.st.SetPushRegistration(ctx, from.deviceID(), fcmToken, ntfyTopic)
+	return g.st.SetPushRegistration(ctx, from.DeviceID(), fcmToken, ntfyTopic)
 }

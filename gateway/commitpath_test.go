@@ -88,7 +88,7 @@ func openStore(t *testing.T) (Store, *store.Store) {
 func runGateway(t *testing.T, o *observer) (*Gateway, Store) {
 	t.Helper()
 	st, sq := openStore(t)
-	h := hub.New(sq, quiet(), hub.DefaultLimits) // the hub reads proofs from the store itself (for now)
+	h := hub.New(sq, quiet(), hub.DefaultLimits)
 	g := New(st, h, quiet(), Config{})
 	if o.seen == nil {
 		o.seen = map[int64]bool{}

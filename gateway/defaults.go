@@ -1,20 +1,24 @@
 package gateway
 
-import "time"
+import (
+	"time"
+
+	"github.com/irisgate/irisgate/gateway/turn"
+)
 
 // The defaults of Config, which the command line's flags show too.
 const (
 	DefaultOutboxKeep    = 200_000
 	DefaultOutboxMaxAge  = 30 * 24 * time.Hour
 	DefaultPruneEvery    = time.Minute
-	DefaultProgressEvery = time.Second
+	DefaultProgressEvery = turn.DefaultProgressEvery
 )
 
 // The defaults of Bounds.
 const (
-	DefaultTurnsPerToken        = 64
-	DefaultTurnsInAll           = 512
-	DefaultTurnsRunning         = 16
+	DefaultTurnsPerToken        = turn.DefaultPerToken
+	DefaultTurnsInAll           = turn.DefaultInAll
+	DefaultTurnsRunning         = turn.DefaultRunning
 	DefaultChannels             = 5000
 	DefaultAutoThreadsPerMinute = 30
 	DefaultConnsPerToken        = 64

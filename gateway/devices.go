@@ -133,22 +133,7 @@ func (p *presence) changed() {
 func (g *Gateway) greet(c *hub.Conn) {
 	now := time.Now().UnixMilli()
 	c.SendEvent(&core.Event{Type: core.EvStatus, State: "online", TS: now}, 0)
-	g.mu.Lock()
-	var evs []*core.Event
-	for key, l := range g.lanes {
-		if t := l.running; t != nil {
-			if id, text := t.snapshot(); id != "" {
-				evs = append(evs,
-					&core.Event{Type: core.EvMessageStart, Lane: key, StreamID: id, Role: core.RoleAssistant, TS: now},
-					&core.Event{Type: core.EvMessageUpdate, Lane: key, StreamID: id, Text: text, TS: now})
-			}
-		}
-		if len(l.todos) > 0 {
-			evs = append(evs, &core.Event{Type: core.EvTodo, Lane: key, Todos: l.todos, TS: now})
-		}
-	}
-	g.mu.Unlock()
-	for _, ev := range evs {
+	for _, ev := range g.turns.Snapshot(now) {
 		c.SendEvent(ev, 0)
 	}
 }
@@ -209,7 +194,7 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 		if c.Has(cur) {
 			continue
 		}
-		ev := g.replay.get(cur)
+		ev := g.commits.Replay(cur)
 		if ev == nil {
 			missing = append(missing, cur)
 		}
@@ -253,18 +238,31 @@ func (g *Gateway) replayEvents(ctx context.Context, c *hub.Conn, cursors []int64
 // unreadable logs an outbox row a sync skipped, once per row while the
 // gateway runs (every sync from before it skips it again).
 func (g *Gateway) unreadable(cursor int64, err error) {
-	g.mu.Lock()
-	if g.skippedRows == nil {
-		g.skippedRows = map[int64]bool{}
-	}
-	seen := g.skippedRows[cursor] || len(g.skippedRows) >= 1024
-	if !seen {
-		g.skippedRows[cursor] = true
-	}
-	g.mu.Unlock()
+	seen := g.skipped.seen(cursor)
 	g.cfg.Metrics.Unreadable.Inc()
 	if !seen {
 		g.log.Error("sync skipped an outbox frame that does not decode: devices syncing past it are told truncated and reload with history",
 			"cursor", cursor, "err", err)
 	}
+}
+
+// skippedRows are the outbox rows a sync skipped and logged: each is
+// logged once (up to 1024 of them; past that, none more).
+type skippedRows struct {
+	mu   sync.Mutex
+	rows map[int64]bool
+}
+
+// seen reports whether cursor was logged already, and notes it.
+func (s *skippedRows) seen(cursor int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rows == nil {
+		s.rows = map[int64]bool{}
+	}
+	seen := s.rows[cursor] || len(s.rows) >= 1024
+	if !seen {
+		s.rows[cursor] = true
+	}
+	return seen
 }

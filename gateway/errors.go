@@ -4,12 +4,15 @@ import (
 	"errors"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/store"
 )
 
 // The gateway's errors: what its commands refuse, and why.
 var (
-	ErrShuttingDown = core.NewKind("shutting_down", core.CodeUnsupported, "the gateway is shutting down")
+	// ErrShuttingDown refuses new turns during shutdown (the turn
+	// runner's).
+	ErrShuttingDown = turn.ErrShuttingDown
 
 	// Lanes and messages.
 	ErrUnknownChat      = core.NewKind("chat_unknown", core.CodeNotFound, "unknown chat_id %s")
@@ -76,17 +79,14 @@ var (
 	ErrDeviceID       = core.NewKind("device_id_invalid", core.CodeUnsupported, "device_id must be at most %d bytes of UTF-8 without spaces or control characters")
 	ErrHellosHeld     = core.NewKind("hellos_held", core.CodeRateLimited, "too many failed hellos from this address are waiting for their answer: try again later")
 
-	// What clients can make the core hold (Bounds, turnlimits.go).
-	ErrTokenTurns    = core.NewKind("turns_of_token_full", core.CodeRateLimited, "%d messages of this device's token already wait for the agent or run: wait for their answers")
-	ErrAllTurns      = core.NewKind("turns_full", core.CodeRateLimited, "%d messages already wait for the agent: wait for their answers")
+	// What clients can make the core hold (Bounds, bounds.go; the turns'
+	// bounds are the turn runner's).
+	ErrTokenTurns    = turn.ErrTokenTurns
+	ErrAllTurns      = turn.ErrAllTurns
 	ErrDirectoryFull = core.NewKind("channel_directory_full", core.CodeRateLimited, "the channel directory is full (%d channels and threads): delete some first")
 	ErrAutoThreads   = core.NewKind("auto_threads_too_many", core.CodeRateLimited, "more than %d new threads a minute: send into an existing thread, or wait a moment")
 	ErrTokenConns    = core.NewKind("connections_of_token_full", core.CodeRateLimited, "%d connections of this token are open, as many as it may have: close one first")
 )
-
-// errShuttingDown refuses new turns during shutdown; callers compare
-// errors with it.
-var errShuttingDown = ErrShuttingDown.New()
 
 // notFound is k's error when the store found nothing, and err (a failure
 // of the store) otherwise.

@@ -5,16 +5,16 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/commit"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/push"
@@ -50,7 +50,7 @@ type Config struct {
 	// (nil: the gateway takes no media).
 	Media *media.Store
 	// Bounds bound the turns across lanes, the channel directory, a
-	// token's connections and the device rows (turnlimits.go).
+	// token's connections and the device rows (bounds.go).
 	Bounds Bounds
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
 	// the newest outbox frames ready for sync: 32 MiB unless set; negative
@@ -76,33 +76,25 @@ type Gateway struct {
 	hub *hub.Hub
 	log *slog.Logger
 
-	writes chan *write
-	toPush chan *core.Event
+	commits *commit.Log
+	toPush  chan *core.Event
 	// pruneNow wakes the pruner when the outbox has grown past its bound
 	// (prunedAt: the head it last pruned at).
 	pruneNow chan struct{}
 	prunedAt atomic.Int64
-	replay   *replayCache // nil: off
 	// recovered is closed once Run has settled what the last run left
 	// open; connections are served only after it, or a turn started at
 	// once would be taken for one a crash left behind.
 	recovered  chan struct{}
 	recoverErr error
-	stopped    chan struct{}   // closed when the committer has ended
-	ctx        context.Context // ends at shutdown; turns run under it
-	cancel     context.CancelFunc
 
-	mu       sync.Mutex
-	lanes    map[core.Lane]*lane
-	pickers  map[string]*picker
-	sessions map[core.Lane]*session
-	titles   titles     // auto-thread titles being asked for (autotitle.go)
-	counts   turnCounts // turns held per token and in all (turnlimits.go)
-	// skippedRows are the outbox rows a sync skipped and logged.
-	skippedRows map[int64]bool
-	running     chan struct{} // a place per turn running (turnlimits.go)
-	turns       sync.WaitGroup
-	down        bool
+	turns  *turn.Runner
+	titles titles // auto-thread titles being asked for (autotitle.go)
+	// limits counts what the gateway's own bounds hold: auto-threads and
+	// connections per token (bounds.go).
+	limits limits
+	// skipped are the outbox rows a sync skipped and logged (devices.go).
+	skipped skippedRows
 
 	presence presence // who connects and leaves (devices.go)
 }
@@ -127,31 +119,24 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	if cfg.AskTimeout == 0 {
-		cfg.AskTimeout = DefaultAskTimeout
-	}
 	if cfg.Workdir == "" {
 		cfg.Workdir, _ = os.Getwd()
 	}
 	cfg.Bounds.defaults()
-	if cfg.ReplayCache == 0 {
-		cfg.ReplayCache = 32 << 20
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, st: st, hub: h, log: log,
-		replay:    newReplayCache(1<<18, cfg.ReplayCache),
-		writes:    make(chan *write, 1024),
 		pruneNow:  make(chan struct{}, 1),
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
-		stopped:   make(chan struct{}),
-		ctx:       ctx, cancel: cancel,
-		lanes:    make(map[core.Lane]*lane),
-		running:  make(chan struct{}, cfg.Bounds.Running),
-		pickers:  make(map[string]*picker),
-		sessions: make(map[core.Lane]*session),
 	}
+	g.commits = commit.New(st, h, log, commit.Config{ReplayCache: cfg.ReplayCache, AfterPublish: g.published})
+	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
+		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
+		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},
+		Bounds:  turn.Bounds{PerToken: cfg.Bounds.PerToken, InAll: cfg.Bounds.InAll, Running: cfg.Bounds.Running},
+		Metrics: turn.Metrics{Turns: cfg.Metrics.Turns, TurnLatency: cfg.Metrics.TurnLatency, Limited: cfg.Metrics.Limited},
+	})
+	return g
 }
 
 // Recovered is closed when start-up recovery is done; RecoverErr then
@@ -175,9 +160,11 @@ func (g *Gateway) Agent() agent.Agent { return g.cfg.Agent }
 func (g *Gateway) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	committed := make(chan error, 1)
-	go func() { committed <- g.commitLoop(done) }()
-	// Wait for the batch in flight too: the store closes after Run.
-	defer func() { close(done); <-g.stopped }()
+	ended := make(chan struct{})
+	go func() { defer close(ended); committed <- g.commits.Run(done) }()
+	// Wait for the batch in flight and its publication too: the store
+	// closes after Run.
+	defer func() { close(done); <-ended }()
 	err := g.recover(ctx)
 	g.recoverErr = err
 	close(g.recovered)
@@ -206,229 +193,21 @@ func (g *Gateway) Run(ctx context.Context) error {
 // replies) and tells devices the gateway is restarting. Run must still be
 // running so the turns' last writes commit.
 func (g *Gateway) Shutdown(ctx context.Context) {
-	g.mu.Lock()
-	g.down = true
-	g.mu.Unlock()
-	g.cancel()
-	waited := make(chan struct{})
-	go func() { g.turns.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		g.log.Warn("shutdown: turns did not end in time")
-	}
+	g.turns.Shutdown(ctx)
 	g.hub.Publish(&core.Event{Type: core.EvStatus, State: "restarting"})
 }
 
-// write is one unit of the group commit: store changes and the event they
-// produce, applied in one savepoint and published once committed.
-type write struct {
-	apply func(store.Tx) error
-	ev    *core.Event
-	size  int        // of ev's outbox body, once stored
-	done  chan error // nil: nobody waits
-}
-
-// commit applies fn and, when ev is durable, appends ev to the outbox, in
-// one transaction shared with whatever else is committing; once it is
-// durable ev is published. It returns when that has happened.
+// commit applies fn and commits ev with it (commit.Log.Commit): it
+// returns once ev is published.
 func (g *Gateway) commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
-	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
-	select {
-	case g.writes <- w:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-g.stopped:
-		return errStopped
-	}
-	// Once queued the write will happen; wait for it even if ctx ends so
-	// the caller never mistakes a committed change for a failed one.
-	select {
-	case err := <-w.done:
-		return err
-	case <-g.stopped:
-		select {
-		case err := <-w.done:
-			return err
-		default:
-			return errStopped
-		}
-	}
+	return g.commits.Commit(ctx, fn, ev)
 }
 
-var errStopped = errors.New("gateway: stopped")
-
-// errWriteFailed sends a batch to the slow path, one savepoint a write.
-var errWriteFailed = errors.New("gateway: a write of the batch failed")
-
-// commitLater queues a write without waiting for it.
-func (g *Gateway) commitLater(fn func(store.Tx) error) {
-	select {
-	case g.writes <- &write{apply: fn}:
-	default: // the committer is behind; progress saves are best effort
-	}
-}
-
-const maxBatch = 512
-
-func (g *Gateway) commitLoop(done <-chan struct{}) error {
-	defer close(g.stopped)
-	batch := make([]*write, 0, maxBatch)
-	errs := make([]error, 0, maxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case w := <-g.writes:
-			batch = append(batch, w)
-		case <-done:
-			return nil
-		}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case w := <-g.writes:
-				batch = append(batch, w)
-			default:
-				break fill
-			}
-		}
-		errs = errs[:0]
-		// Optimistically the batch goes in as one transaction. Only when a
-		// write fails is it run again with a savepoint per write, so the
-		// failure undoes its own changes alone: savepoints cost two
-		// statements a write, a quarter of the commit path. Writes only
-		// change the store and set values, so running one twice is safe.
-		err := g.st.Write(context.Background(), func(tx store.Tx) error {
-			for _, w := range batch {
-				if err := g.applyWrite(tx, w); err != nil {
-					return errWriteFailed
-				}
-			}
-			return nil
-		})
-		if err == nil {
-			for range batch {
-				errs = append(errs, nil)
-			}
-		}
-		if errors.Is(err, errWriteFailed) {
-			err = g.st.Write(context.Background(), func(tx store.Tx) error {
-				for _, w := range batch {
-					errs = append(errs, tx.Savepoint(func(tx store.Tx) error { return g.applyWrite(tx, w) }))
-				}
-				return nil
-			})
-		}
-		if err != nil {
-			g.log.Error("outbox commit failed", "err", err, "writes", len(batch))
-		}
-		for i, w := range batch {
-			werr := err
-			if werr == nil {
-				werr = errs[i]
-			}
-			if werr == nil && w.ev != nil {
-				g.remember(w)
-				g.hub.Publish(w.ev)
-				g.notePush(w.ev)
-				if w.ev.Cursor > 0 {
-					g.cfg.Metrics.OutboxHead.Set(float64(w.ev.Cursor))
-					if w.ev.Cursor-g.prunedAt.Load() > pruneSlack(g.cfg.OutboxKeep) {
-						select {
-						case g.pruneNow <- struct{}{}:
-						default:
-						}
-					}
-				}
-			}
-			if w.done != nil {
-				w.done <- werr
-			}
-		}
-	}
-}
-
-func (g *Gateway) applyWrite(tx store.Tx, w *write) error {
-	if w.apply != nil {
-		if err := w.apply(tx); err != nil {
-			return err
-		}
-	}
-	ev := w.ev
-	if ev == nil || !ev.Type.Durable() {
-		return nil
-	}
-	if ev.TS == 0 {
-		ev.TS = time.Now().UnixMilli()
-	}
-	var err error
-	ev.Cursor, w.size, err = tx.AppendEvent(ev)
-	return err
-}
-
-// remember keeps a committed durable event for sync replays.
-func (g *Gateway) remember(w *write) {
-	if w.ev.Type == core.EvMessageDeleted || w.ev.Type == core.EvChannelDeleted {
-		// Deleted content must not linger in memory; Sync never serves it
-		// anyway, as it replays only cursors the outbox still has.
-		g.replay.reset()
-	}
-	if w.ev.Cursor > 0 {
-		g.replay.add(w.ev, w.size)
-	}
-}
+// commitLater queues a write without waiting for it (best effort).
+func (g *Gateway) commitLater(fn func(store.Tx) error) { g.commits.CommitLater(fn) }
 
 // publish sends an ephemeral event to the devices now.
-func (g *Gateway) publish(ev *core.Event) {
-	if ev.TS == 0 {
-		ev.TS = time.Now().UnixMilli()
-	}
-	g.hub.Publish(ev)
-}
-
-// pruneSlack is how many frames are committed after a pass before the
-// pruner is woken early: the outbox holds at most OutboxKeep plus that.
-func pruneSlack(keep int64) int64 { return max(keep/10, 100) }
-
-// pruneLoop enforces retention while the gateway runs: at start, every
-// PruneEvery (for the age bound) and whenever the outbox outgrew its
-// count bound. Each pass works in bounded transactions, letting commits
-// in between them.
-func (g *Gateway) pruneLoop(ctx context.Context) {
-	t := time.NewTicker(g.cfg.PruneEvery)
-	defer t.Stop()
-	for {
-		head, _ := g.st.OutboxHead(ctx)
-		var total int64
-		for ctx.Err() == nil {
-			n, more, err := g.st.PruneOutboxSome(ctx, g.cfg.OutboxKeep, time.Now().Add(-g.cfg.OutboxMaxAge).UnixMilli(), store.PruneChunk)
-			total += n
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Warn("outbox prune", "err", err)
-				}
-				break
-			}
-			if !more {
-				break
-			}
-		}
-		g.prunedAt.Store(head)
-		if total > 0 {
-			g.log.Info("outbox pruned", "frames", total)
-		}
-		if floor, err := g.st.OutboxFloor(ctx); err == nil && floor > 0 {
-			g.hub.DropBelow(floor + 1) // the pruned frames (floor and below) need no proofs any more
-		}
-		g.pruneDevices(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-g.pruneNow:
-		}
-	}
-}
+func (g *Gateway) publish(ev *core.Event) { g.commits.Publish(ev) }
 
 // recover settles what a crash or a shutdown left open: replies left
 // streaming become stopped replies (their saved text kept), lanes left busy
@@ -455,7 +234,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var queued []pendingTurn
+	var queued []turn.Pending
 	for _, q := range owed {
 		if q.Running {
 			// It ran when the gateway stopped: what it said is kept above;
@@ -472,18 +251,15 @@ func (g *Gateway) recover(ctx context.Context) error {
 			continue
 		}
 		// Held to no bound: they were within the bounds when sent.
-		g.mu.Lock()
-		slot, _ := g.takeSlotLocked("", true)
-		g.mu.Unlock()
-		queued = append(queued, pendingTurn{msg: m, slot: slot})
+		queued = append(queued, turn.Pending{Msg: m, Slot: g.turns.HoldSlot()})
 	}
 	for lk := range idle {
 		if err := g.commit(ctx, nil, &core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {
 			return err
 		}
 	}
-	for _, pt := range queued {
-		if err := g.enqueue(pt); err != nil {
+	for _, p := range queued {
+		if err := g.turns.Enqueue(p); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/core"
-	"github.com/irisgate/irisgate/store"
 )
 
 // Codec turns events into the frames of one dialect.
@@ -189,9 +188,19 @@ func (d *device) has(cursor int64) bool {
 	return d.proven.Has(cursor)
 }
 
+// ProofStore keeps what each device is proven to have between its
+// connections (package store implements it).
+type ProofStore interface {
+	// LoadProofs returns a device's proven cursors; none for a device
+	// never seen.
+	LoadProofs(ctx context.Context, deviceID string) ([]core.CursorRange, error)
+	// SaveProofs replaces a device's proven cursors.
+	SaveProofs(ctx context.Context, deviceID string, proven []core.CursorRange) error
+}
+
 // Hub is the set of live connections.
 type Hub struct {
-	st     *store.Store
+	ps     ProofStore
 	log    *slog.Logger
 	limits Limits
 	nextID atomic.Uint64
@@ -203,10 +212,10 @@ type Hub struct {
 	floor   int64 // the outbox's floor (DropBelow), under mu
 }
 
-// New makes a hub that keeps device state in st.
-func New(st *store.Store, log *slog.Logger, limits Limits) *Hub {
+// New makes a hub that keeps the devices' proofs in ps.
+func New(ps ProofStore, log *slog.Logger, limits Limits) *Hub {
 	return &Hub{
-		st: st, log: log, limits: limits,
+		ps: ps, log: log, limits: limits,
 		conns:   make(map[uint64]*Conn),
 		byDev:   make(map[string]*Conn),
 		devices: make(map[string]*device),
@@ -223,11 +232,11 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(
 	d := h.devices[deviceID]
 	h.mu.Unlock()
 	if d == nil {
-		sd, err := h.st.Device(ctx, deviceID)
+		proven, err := h.ps.LoadProofs(ctx, deviceID)
 		if err != nil {
 			return nil, nil, err
 		}
-		d = &device{proven: ParseIntervals(sd.Proven)}
+		d = &device{proven: FromRanges(proven)}
 		h.mu.RLock()
 		d.proven.DropBelow(h.floor)
 		h.mu.RUnlock()
@@ -392,10 +401,10 @@ func (h *Hub) saveDevice(id string, d *device) {
 		d.mu.Unlock()
 		return
 	}
-	v := d.proven.String()
+	v := d.proven.Ranges()
 	d.dirty = false
 	d.mu.Unlock()
-	if err := h.st.SetProven(context.Background(), id, v); err != nil {
+	if err := h.ps.SaveProofs(context.Background(), id, v); err != nil {
 		h.log.Warn("saving proven cursors", "device", id, "err", err)
 	}
 }

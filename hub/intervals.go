@@ -2,8 +2,8 @@ package hub
 
 import (
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/irisgate/irisgate/core"
 )
 
 // Intervals is a set of int64 values kept as sorted, disjoint, non-adjacent
@@ -71,34 +71,21 @@ func (s *Intervals) capRanges() {
 // Len is the number of ranges.
 func (s *Intervals) Len() int { return len(s.r) }
 
-// String encodes the set as "lo-hi,lo-hi".
-func (s *Intervals) String() string {
-	var b strings.Builder
+// Ranges returns the set's ranges in increasing order (for storing it).
+func (s *Intervals) Ranges() []core.CursorRange {
+	out := make([]core.CursorRange, len(s.r))
 	for i, r := range s.r {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(r.lo, 10))
-		b.WriteByte('-')
-		b.WriteString(strconv.FormatInt(r.hi, 10))
+		out[i] = core.CursorRange{Lo: r.lo, Hi: r.hi}
 	}
-	return b.String()
+	return out
 }
 
-// ParseIntervals decodes String's output; malformed parts are skipped (the
-// worst outcome of a lost proof is a frame replayed twice).
-func ParseIntervals(v string) Intervals {
+// FromRanges makes the set of the given ranges, in any order, overlapping
+// or not (what a store loads back).
+func FromRanges(rs []core.CursorRange) Intervals {
 	var s Intervals
-	for _, part := range strings.Split(v, ",") {
-		a, b, ok := strings.Cut(part, "-")
-		if !ok {
-			continue
-		}
-		lo, err1 := strconv.ParseInt(a, 10, 64)
-		hi, err2 := strconv.ParseInt(b, 10, 64)
-		if err1 == nil && err2 == nil {
-			s.Add(lo, hi)
-		}
+	for _, r := range rs {
+		s.Add(r.Lo, r.Hi)
 	}
 	return s
 }

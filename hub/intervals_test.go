@@ -2,7 +2,10 @@ package hub
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/irisgate/irisgate/core"
 )
 
 func TestIntervalsMatchesASet(t *testing.T) {
@@ -29,17 +32,17 @@ func TestIntervalsMatchesASet(t *testing.T) {
 		}
 		for v := int64(-1); v <= 106; v++ {
 			if s.Has(v) != want[v] {
-				t.Fatalf("round %d: Has(%d) = %v, want %v (set %s)", round, v, s.Has(v), want[v], s.String())
+				t.Fatalf("round %d: Has(%d) = %v, want %v (set %v)", round, v, s.Has(v), want[v], s.Ranges())
 			}
 		}
 		for i := 1; i < len(s.r); i++ {
 			if s.r[i].lo <= s.r[i-1].hi+1 {
-				t.Fatalf("ranges not disjoint and separated: %s", s.String())
+				t.Fatalf("ranges not disjoint and separated: %v", s.Ranges())
 			}
 		}
-		back := ParseIntervals(s.String())
-		if back.String() != s.String() {
-			t.Fatalf("round trip: %q != %q", back.String(), s.String())
+		back := FromRanges(s.Ranges())
+		if !slices.Equal(back.Ranges(), s.Ranges()) {
+			t.Fatalf("round trip: %v != %v", back.Ranges(), s.Ranges())
 		}
 	}
 }
@@ -54,10 +57,12 @@ func TestIntervalsStayCompactForARun(t *testing.T) {
 	}
 }
 
-func TestParseIntervalsSkipsGarbage(t *testing.T) {
-	s := ParseIntervals("1-3,x,5-,7-9,-")
-	if !s.Has(2) || !s.Has(8) || s.Has(5) {
-		t.Fatalf("got %s", s.String())
+// A store may hand back ranges unsorted or overlapping (a row written by
+// hand): the set is rebuilt, never trusted as it came.
+func TestFromRangesMergesWhatItIsGiven(t *testing.T) {
+	s := FromRanges([]core.CursorRange{{Lo: 7, Hi: 9}, {Lo: 1, Hi: 3}, {Lo: 2, Hi: 5}, {Lo: 6, Hi: 6}, {Lo: 12, Hi: 11}})
+	if want := []core.CursorRange{{Lo: 1, Hi: 9}}; !slices.Equal(s.Ranges(), want) {
+		t.Fatalf("got %v, want %v", s.Ranges(), want)
 	}
 }
 

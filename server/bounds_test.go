@@ -506,6 +506,12 @@ func TestLargeFramesBoundedInAll(t *testing.T) {
 				}
 			}
 		}()
+		if i == 0 {
+			// The head draws its 8 MiB before the others start: while it
+			// holds less, another phone's whole 8 MiB fits in the share
+			// beside it (a slow head, under load, made that one not wait).
+			waitMetricAbove(t, g, `irisgate_frame_buffer_bytes{budget="frames"}`, 8<<20-1)
+		}
 	}
 	waitMetric(t, g, `irisgate_frame_buffer_waiting{budget="frames"}`, 5)
 	// The phones stop at 8 MiB (and a buffer grows past what it read by

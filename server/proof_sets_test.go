@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store/record"
 )
 
 // A device's proof set stays one range: an outbox frame it gets nothing
@@ -38,19 +40,7 @@ func TestProofSetsStayOneRange(t *testing.T) {
 	}
 	b.Close()
 	// Saved as the connection goes (and every 2 s meanwhile).
-	var proven string
-	for want := fmt.Sprint("-", head); !strings.HasSuffix(proven, want); {
-		d, err := g.App.Store.Device(ctx, "tablet")
-		if err != nil {
-			t.Fatal(err)
-		}
-		proven = d.Proven
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the tablet's proofs were not saved: %q", proven)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	proven := savedProofs(ctx, t, g, "tablet", head)
 	if n := strings.Count(proven, ",") + 1; n != 1 {
 		t.Fatalf("the tablet's proof set has %d ranges, want 1: %s", n, proven)
 	}
@@ -84,21 +74,29 @@ func TestProofSetsDropWhatRetentionPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	var proven string
-	for !strings.HasSuffix(proven, fmt.Sprint("-", head)) {
-		d, err := g.App.Store.Device(ctx, "phone")
-		if err != nil {
-			t.Fatal(err)
-		}
-		proven = d.Proven
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the phone's proofs were not saved: %q", proven)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	proven := savedProofs(ctx, t, g, "phone", head)
 	lo, _, _ := strings.Cut(proven, "-")
 	if n, _ := strconv.ParseInt(lo, 10, 64); n <= floor {
 		t.Fatalf("the phone's proofs %s reach below the outbox's floor %d", proven, floor)
 	}
+}
+
+// savedProofs waits until the device's stored proofs reach head, and
+// returns them as the devices.proven column holds them.
+func savedProofs(ctx context.Context, t *testing.T, g *testgw.GW, device string, head int64) string {
+	t.Helper()
+	var proven string
+	for !strings.HasSuffix(proven, fmt.Sprint("-", head)) {
+		p, err := g.App.Store.LoadProofs(ctx, device)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proven = record.EncodeProven(p)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the %s's proofs were not saved: %q", device, proven)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return proven
 }

@@ -61,7 +61,7 @@ func TestTurnsAreBoundedAcrossLanes(t *testing.T) {
 	if err != nil || len(owed) != inAll {
 		t.Fatalf("%d turns owed in the store, want %d (%v)", len(owed), inAll, err)
 	}
-	if n := goroutinesIn("gateway.(*Gateway).runLane("); n > inAll {
+	if n := goroutinesIn("gateway/turn.(*Runner).runLane("); n > inAll {
 		t.Fatalf("%d lanes' goroutines, want at most %d", n, inAll)
 	}
 	// At most two run at once, and all are answered.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store/record"
 )
 
@@ -15,9 +16,6 @@ type Device struct {
 	NtfyTopic        string
 	WebPush          *record.WebPush // nil: none
 	LastPushedCursor int64
-	// Proven is the set of outbox cursors the device is known to have,
-	// in the encoding of package hub's interval set.
-	Proven string
 	// TokenID is the token the device last said hello with (a stored
 	// token's id, or the gateway's name for a configured one): revoking
 	// it ends the device's push registration. Empty for devices last
@@ -43,9 +41,9 @@ const tokenAlive = `(token_id NOT LIKE 'tok\_%' ESCAPE '\' OR token_id IN (SELEC
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
 	var webPush []byte
-	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven, token_id, NOT `+tokenAlive+`
+	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, token_id, NOT `+tokenAlive+`
 		FROM devices WHERE device_id = ?`, id).
-		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.Proven, &d.TokenID, &d.Revoked)
+		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.TokenID, &d.Revoked)
 	if err == sql.ErrNoRows {
 		return d, nil
 	}
@@ -167,10 +165,24 @@ func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
 	return err
 }
 
-// SetProven stores the device's proven set.
-func (s *Store) SetProven(ctx context.Context, id, proven string) error {
+// LoadProofs returns the outbox cursors a device is proven to have (none
+// for a device never seen); package hub keeps them while it is connected.
+func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, error) {
+	var proven string
+	err := s.queryRow(ctx, `SELECT proven FROM devices WHERE device_id = ?`, id).Scan(&proven)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return record.DecodeProven(proven), nil
+}
+
+// SaveProofs stores the device's proven cursors, replacing the old set.
+func (s *Store) SaveProofs(ctx context.Context, id string, proven []core.CursorRange) error {
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)
-		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, proven, now())
+		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, record.EncodeProven(proven), now())
 	return err
 }
 

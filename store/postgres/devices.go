@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
 	"github.com/jackc/pgx/v5"
@@ -21,9 +22,9 @@ const tokenAlive = `(token_id NOT LIKE 'tok\_%' ESCAPE '\' OR token_id IN (SELEC
 func (s *Store) Device(ctx context.Context, id string) (store.Device, error) {
 	d := store.Device{ID: id}
 	var webPush string
-	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, proven, token_id, NOT `+tokenAlive+`
+	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, token_id, NOT `+tokenAlive+`
 		FROM devices WHERE device_id = $1`, id).
-		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.Proven, &d.TokenID, &d.Revoked)
+		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.TokenID, &d.Revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, nil
 	}
@@ -147,10 +148,25 @@ func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
 	return err
 }
 
-// SetProven stores the device's proven set (package hub's encoding).
-func (s *Store) SetProven(ctx context.Context, id, proven string) error {
+// LoadProofs returns the outbox cursors a device is proven to have (none
+// for a device never seen), stored as package store keeps them
+// (record.EncodeProven).
+func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, error) {
+	var proven string
+	err := s.queryRow(ctx, `SELECT proven FROM devices WHERE device_id = $1`, id).Scan(&proven)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return record.DecodeProven(proven), nil
+}
+
+// SaveProofs stores the device's proven cursors, replacing the old set.
+func (s *Store) SaveProofs(ctx context.Context, id string, proven []core.CursorRange) error {
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES ($1,$2,$3)
-		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, proven, now())
+		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, record.EncodeProven(proven), now())
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -18,12 +19,15 @@ func TestDevicesKeepWhatHelloSays(t *testing.T) {
 	if err := s.SeeDevice(bg, store.Device{ID: "phone", NtfyTopic: "topic"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetProven(bg, "phone", "1-5"); err != nil {
+	if err := s.SaveProofs(bg, "phone", []core.CursorRange{{Lo: 1, Hi: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := s.Device(bg, "phone")
-	if err != nil || d.Name != "Pixel" || d.FCMToken != "fcm1" || d.NtfyTopic != "topic" || d.Proven != "1-5" {
+	if err != nil || d.Name != "Pixel" || d.FCMToken != "fcm1" || d.NtfyTopic != "topic" {
 		t.Fatalf("device %+v, %v", d, err)
+	}
+	if p, err := s.LoadProofs(bg, "phone"); err != nil || len(p) != 1 || p[0] != (core.CursorRange{Lo: 1, Hi: 5}) {
+		t.Fatalf("proofs %v, %v", p, err)
 	}
 	if n, err := s.DeviceName(bg, "phone"); err != nil || n != "Pixel" {
 		t.Fatalf("name %q, %v", n, err)

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
 )
 
 var deviceTests = []test{
 	{"DevicesRoundTrip", testDevices},
+	{"ProofsRoundTrip", testProofs},
 	{"StaleDevicesAreForgotten", testStaleDevices},
 	{"RevokedTokensPushNoMore", testDropPushOfRevoked},
 }
@@ -272,6 +274,51 @@ func testTokens(t *testing.T, s Store) {
 	}
 	if got, _ := s.Tokens(bg); len(got) != 2 {
 		t.Fatalf("after a revoke: %+v", got)
+	}
+}
+
+// A device's proofs come back as they were saved, replace the set before
+// them, and live beside the device's other columns without touching them.
+func testProofs(t *testing.T, s Store) {
+	if p, err := s.LoadProofs(bg, "unknown"); err != nil || len(p) != 0 {
+		t.Fatalf("a device never seen has proofs %v, %v", p, err)
+	}
+	if err := s.SeeDevice(bg, store.Device{ID: "phone", Name: "Pixel"}); err != nil {
+		t.Fatal(err)
+	}
+	set := []core.CursorRange{{Lo: 1, Hi: 40}, {Lo: 42, Hi: 42}, {Lo: 50, Hi: 1 << 40}}
+	if err := s.SaveProofs(bg, "phone", set); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.LoadProofs(bg, "phone"); err != nil || !slices.Equal(p, set) {
+		t.Fatalf("loaded %v, %v; saved %v", p, err, set)
+	}
+	if n, _ := s.DeviceName(bg, "phone"); n != "Pixel" {
+		t.Fatalf("saving proofs changed the name to %q", n)
+	}
+	// A later set replaces the earlier (retention pruned below 42).
+	if err := s.SaveProofs(bg, "phone", set[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.LoadProofs(bg, "phone"); !slices.Equal(p, set[1:]) {
+		t.Fatalf("after a second save: %v", p)
+	}
+	// Proofs of a device the store has not seen make its row; its hello
+	// keeps them.
+	if err := s.SaveProofs(bg, "tablet", set[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SeeDevice(bg, store.Device{ID: "tablet", Name: "Tab"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.LoadProofs(bg, "tablet"); !slices.Equal(p, set[:1]) {
+		t.Fatalf("the tablet's proofs after its hello: %v", p)
+	}
+	if err := s.SaveProofs(bg, "tablet", nil); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.LoadProofs(bg, "tablet"); err != nil || len(p) != 0 {
+		t.Fatalf("an emptied set loads as %v, %v", p, err)
 	}
 }
 

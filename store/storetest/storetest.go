@@ -25,6 +25,7 @@ import (
 // Store is everything irisgate keeps in a store: the union of what its
 // consumers ask for (gateway.Store, cron.Store, push.Store, media.Index). Tests of those packages assert that this covers
 // their interfaces, so a store that passes the suite fills them all.
+// hub.ProofStore is part of it too.
 type Store interface {
 	Write(ctx context.Context, fn func(store.Tx) error) error
 
@@ -54,8 +55,8 @@ type Store interface {
 	Approved(ctx context.Context, command string) (bool, error)
 	Approve(ctx context.Context, command string) error
 
-	// Devices and their push registrations. (The hub's proofs join when
-	// the hub keeps them through an interface of its own.)
+	// Devices, their push registrations and the hub's proofs of what
+	// each has received.
 	SeeDevice(ctx context.Context, d store.Device) error
 	Device(ctx context.Context, id string) (store.Device, error)
 	LastPushed(ctx context.Context, deviceID string) (int64, error)
@@ -63,6 +64,8 @@ type Store interface {
 	PushDevices(ctx context.Context) ([]store.Device, error)
 	SetPushRegistration(ctx context.Context, deviceID, fcmToken, ntfyTopic string) error
 	SetWebPush(ctx context.Context, deviceID string, sub record.WebPush) error
+	LoadProofs(ctx context.Context, deviceID string) ([]core.CursorRange, error)
+	SaveProofs(ctx context.Context, deviceID string, proven []core.CursorRange) error
 	StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error)
 	DeleteDevices(ctx context.Context, ids []string) error
 	DropPushOfRevoked(ctx context.Context, tokenID string) (int, error)

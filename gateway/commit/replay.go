@@ -1,4 +1,4 @@
-package gateway
+package commit
 
 import (
 	"sync"

@@ -1,7 +1,10 @@
-package gateway
+package turn
 
 import (
+	"context"
+
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store/record"
 )
 
@@ -42,4 +45,19 @@ func msgOf(e record.ConversationEntry) agent.Msg {
 		}
 	}
 	return m
+}
+
+// loadConversation reads a lane's conversation for the agent. An entry
+// that does not decode fails it: the model is never given a conversation
+// with a hole in it.
+func (r *Runner) loadConversation(ctx context.Context, lk core.Lane) ([]agent.Msg, error) {
+	entries, err := r.st.Conversation(ctx, lk)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Msg, len(entries))
+	for i, e := range entries {
+		out[i] = msgOf(e)
+	}
+	return out, nil
 }

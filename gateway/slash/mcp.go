@@ -1,4 +1,4 @@
-package gateway
+package slash
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/agent"
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/sandbox"
 )
 
@@ -19,28 +18,29 @@ type toolLister interface {
 
 // cmdTools lists the agent's tools and, per MCP server, where its
 // connection stands.
-func cmdTools(ctx context.Context, g *Gateway, _ Caller, lk core.Lane, _ string) error {
-	tl, ok := g.cfg.Agent.(toolLister)
+func cmdTools(ctx context.Context, env Env, c Call) error {
+	lk, ag := c.Lane, env.Agent()
+	tl, ok := ag.(toolLister)
 	var ti agent.ToolsInfo
 	if ok {
 		ti, ok = tl.ToolsInfo()
 	}
 	if !ok {
-		g.systemMessage(ctx, lk, fmt.Sprintf("The agent backend (%s) brings its own tools: irisgate's tools and MCP servers are the model backend's (--model).", g.cfg.Agent.Name()))
+		env.SystemMessage(ctx, lk, fmt.Sprintf("The agent backend (%s) brings its own tools: irisgate's tools and MCP servers are the model backend's (--model).", ag.Name()))
 		return nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "🧰 Built in: %s\n", strings.Join(ti.Builtin, ", "))
 	if len(ti.MCP) == 0 {
 		b.WriteString("No MCP servers are configured (--mcp NAME=COMMAND or NAME=URL, or [[mcp]] in the config file).")
-		g.systemMessage(ctx, lk, b.String())
+		env.SystemMessage(ctx, lk, b.String())
 		return nil
 	}
 	b.WriteString("MCP servers:")
 	for _, s := range ti.MCP {
 		b.WriteString("\n" + mcpLine(s, time.Now()))
 	}
-	g.systemMessage(ctx, lk, b.String())
+	env.SystemMessage(ctx, lk, b.String())
 	return nil
 }
 

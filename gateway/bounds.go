@@ -3,27 +3,19 @@ package gateway
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/irisgate/irisgate/store"
 )
 
-// A lane's queue is bounded (MaxQueuedTurns), and lanes are cheap to make
-// (every auto-thread message is a new one), so the turns are bounded
-// across lanes too: per token (what one device, or one stolen token, can
-// make the gateway hold) and in all. Each person's turn holds a slot from
-// the moment it is reserved until it has run (or is dropped); turns
-// reloaded at start-up hold one too. A turn needs one of Bounds.Running
-// places to run: the others wait in their lanes, queued. Cron runs are
-// not counted against the slots (they collapse to one waiting run per
-// job) but take a running place like any turn.
-
-// Bounds are those bounds, and the other bounds of the core on what
-// clients can make it hold; zero fields take the defaults.
+// Bounds bound what clients can make the core hold; zero fields take the
+// defaults. The first three bound the turns across lanes: they are the
+// turn runner's (turn.Bounds, which says why and keeps their defaults).
 type Bounds struct {
-	PerToken int // turns queued and running of one token (64)
-	InAll    int // of all tokens (512)
-	Running  int // turns running at once (16)
+	PerToken int // turns queued and running of one token
+	InAll    int // of all tokens
+	Running  int // turns running at once
 	// Channels bounds the channel directory, channels and threads (5000):
 	// it goes out whole in every hello.ack.
 	Channels int
@@ -39,15 +31,6 @@ type Bounds struct {
 }
 
 func (l *Bounds) defaults() {
-	if l.PerToken == 0 {
-		l.PerToken = DefaultTurnsPerToken
-	}
-	if l.InAll == 0 {
-		l.InAll = DefaultTurnsInAll
-	}
-	if l.Running == 0 {
-		l.Running = DefaultTurnsRunning
-	}
 	if l.Channels == 0 {
 		l.Channels = DefaultChannels
 	}
@@ -65,17 +48,10 @@ func (l *Bounds) defaults() {
 	}
 }
 
-// turnSlot is one turn's place in the bounds. Freeing it twice frees it
-// once.
-type turnSlot struct {
-	token string
-	freed bool
-}
-
-// turnCounts are the slots held; guarded by Gateway.mu.
-type turnCounts struct {
-	all     int
-	byToken map[string]int
+// limits are what the gateway's own bounds hold (the turns' are package
+// turn's: turn.Runner counts them).
+type limits struct {
+	mu sync.Mutex
 	// threads is each token's auto-thread budget (a token bucket).
 	threads map[string]*threadBudget
 	// conns counts the live connections by token.
@@ -87,59 +63,11 @@ type threadBudget struct {
 	at   time.Time
 }
 
-// takeSlotLocked holds a slot for a turn of token ("": none, a turn
-// no device asked for), or says which bound is full. g.mu is held.
-func (g *Gateway) takeSlotLocked(token string, force bool) (*turnSlot, error) {
-	c := &g.counts
-	if c.byToken == nil {
-		c.byToken = map[string]int{}
-	}
-	if !force {
-		lim := g.cfg.Bounds
-		if token != "" && c.byToken[token] >= lim.PerToken {
-			g.cfg.Metrics.Limited.WithLabelValues("token_turns").Inc()
-			return nil, ErrTokenTurns.New(lim.PerToken)
-		}
-		if c.all >= lim.InAll {
-			g.cfg.Metrics.Limited.WithLabelValues("all_turns").Inc()
-			return nil, ErrAllTurns.New(lim.InAll)
-		}
-	}
-	c.all++
-	if token != "" {
-		c.byToken[token]++
-	}
-	return &turnSlot{token: token}, nil
-}
-
-// freeSlot gives a slot back (nil: none was held).
-func (g *Gateway) freeSlot(s *turnSlot) {
-	if s == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.freeSlotLocked(s)
-}
-
-func (g *Gateway) freeSlotLocked(s *turnSlot) {
-	if s == nil || s.freed {
-		return
-	}
-	s.freed = true
-	g.counts.all--
-	if s.token != "" {
-		if g.counts.byToken[s.token]--; g.counts.byToken[s.token] <= 0 {
-			delete(g.counts.byToken, s.token)
-		}
-	}
-}
-
 // autoThread takes one of token's auto-threads of the minute.
 func (g *Gateway) autoThread(token string, now time.Time) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	c := &g.counts
+	c := &g.limits
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.threads == nil {
 		c.threads = map[string]*threadBudget{}
 	}
@@ -166,19 +94,6 @@ func (g *Gateway) autoThread(token string, now time.Time) error {
 	return nil
 }
 
-// runPlace waits for one of the Bounds.Running places to run a turn;
-// false when the gateway is stopping.
-func (g *Gateway) runPlace() bool {
-	select {
-	case g.running <- struct{}{}:
-		return true
-	case <-g.ctx.Done():
-		return false
-	}
-}
-
-func (g *Gateway) leavePlace() { <-g.running }
-
 // roomForChannel refuses a new channel or thread when the directory is
 // full; it runs inside the transaction that adds it.
 func (g *Gateway) roomForChannel(tx store.Tx) error {
@@ -201,12 +116,13 @@ func (g *Gateway) countConn(d Device) error {
 		return nil
 	}
 	online := g.hub.Online(d.ID)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.counts.conns == nil {
-		g.counts.conns = map[string]int{}
+	c := &g.limits
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns == nil {
+		c.conns = map[string]int{}
 	}
-	n := g.counts.conns[d.Token]
+	n := c.conns[d.Token]
 	if online {
 		n--
 	}
@@ -214,7 +130,7 @@ func (g *Gateway) countConn(d Device) error {
 		g.cfg.Metrics.Limited.WithLabelValues("token_conns").Inc()
 		return ErrTokenConns.New(g.cfg.Bounds.ConnsPerToken)
 	}
-	g.counts.conns[d.Token]++
+	c.conns[d.Token]++
 	return nil
 }
 
@@ -222,10 +138,11 @@ func (g *Gateway) uncountConn(token string) {
 	if token == "" {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.counts.conns[token]--; g.counts.conns[token] <= 0 {
-		delete(g.counts.conns, token)
+	c := &g.limits
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns[token]--; c.conns[token] <= 0 {
+		delete(c.conns, token)
 	}
 }
 
@@ -255,12 +172,4 @@ func (g *Gateway) pruneDevices(ctx context.Context) {
 	if gone > 0 {
 		g.log.Info("forgot devices long unseen or past the bound, with no push registration", "devices", gone)
 	}
-}
-
-// tokenOf is the token a caller said hello with ("": none).
-func tokenOf(from Caller) string {
-	if from.Conn == nil {
-		return ""
-	}
-	return from.Conn.Token
 }

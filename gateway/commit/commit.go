@@ -1,0 +1,277 @@
+// Package commit is the one path every durable change takes: a group
+// commit to the store, then publication to the devices. Writes from any
+// goroutine are batched into one transaction; once it is durable, one
+// publisher goroutine publishes the batch's events in order, so a slow
+// fan-out delays the next batch's publication but never its commit.
+package commit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
+)
+
+// Store is where writes are committed.
+type Store interface {
+	Write(ctx context.Context, fn func(store.Tx) error) error
+}
+
+// Publisher hands an event to the devices (package hub's Hub). It must
+// not block on any device.
+type Publisher interface {
+	Publish(ev *core.Event)
+}
+
+// Config tunes a Log.
+type Config struct {
+	// ReplayCache bounds the memory (counted as stored bytes) that keeps
+	// the newest outbox events ready for sync: 32 MiB unless set; negative
+	// turns the cache off.
+	ReplayCache int
+	// AfterPublish, when set, runs on the publisher goroutine after each
+	// committed event is published (push wake-ups, the outbox metric). It
+	// must not block.
+	AfterPublish func(*core.Event)
+}
+
+// ErrStopped is what a write gets once the Log has stopped.
+var ErrStopped = errors.New("gateway: stopped")
+
+// errWriteFailed sends a batch to the slow path, one savepoint a write.
+var errWriteFailed = errors.New("gateway: a write of the batch failed")
+
+// maxBatch bounds the writes of one transaction.
+const maxBatch = 512
+
+// pending bounds the committed batches waiting for the publisher: when it
+// falls that far behind, the committer waits, so a slow fan-out pushes
+// back instead of piling events up in memory.
+const pending = 2
+
+// Log is the group commit and its publisher.
+type Log struct {
+	st    Store
+	pub   Publisher
+	log   *slog.Logger
+	after func(*core.Event)
+
+	writes  chan *write
+	batches chan batch
+	replay  *replayCache // nil: off
+	// stopped is closed when Run has returned: the committer has ended
+	// and the publisher has published all it committed.
+	stopped chan struct{}
+}
+
+// write is one unit of the group commit: store changes and the event they
+// produce, applied in one savepoint and published once committed.
+type write struct {
+	apply func(store.Tx) error
+	ev    *core.Event
+	size  int        // of ev's outbox body, once stored
+	done  chan error // nil: nobody waits
+}
+
+// batch is one committed transaction's writes with each one's outcome.
+type batch struct {
+	ws   []*write
+	errs []error
+}
+
+// New makes a Log over st publishing to pub. Call Run to start it.
+func New(st Store, pub Publisher, log *slog.Logger, cfg Config) *Log {
+	if cfg.ReplayCache == 0 {
+		cfg.ReplayCache = 32 << 20
+	}
+	return &Log{
+		st: st, pub: pub, log: log, after: cfg.AfterPublish,
+		writes:  make(chan *write, 1024),
+		batches: make(chan batch, pending),
+		replay:  newReplayCache(1<<18, cfg.ReplayCache),
+		stopped: make(chan struct{}),
+	}
+}
+
+// Commit applies fn and, when ev is durable, appends ev to the outbox, in
+// one transaction shared with whatever else is committing; once that is
+// durable ev is published. It returns when that has happened, so an
+// event the caller publishes next reaches every device after ev.
+func (l *Log) Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
+	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
+	select {
+	case l.writes <- w:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.stopped:
+		return ErrStopped
+	}
+	// Once queued the write will happen; wait for it even if ctx ends so
+	// the caller never mistakes a committed change for a failed one.
+	select {
+	case err := <-w.done:
+		return err
+	case <-l.stopped:
+		select {
+		case err := <-w.done:
+			return err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// CommitLater queues a write without waiting for it. When the committer
+// is behind the write is dropped: it is for best-effort saves (a
+// streaming reply's progress).
+func (l *Log) CommitLater(fn func(store.Tx) error) {
+	select {
+	case l.writes <- &write{apply: fn}:
+	default:
+	}
+}
+
+// Publish sends an ephemeral event to the devices now, stamped with the
+// time if it has none.
+func (l *Log) Publish(ev *core.Event) {
+	if ev.TS == 0 {
+		ev.TS = time.Now().UnixMilli()
+	}
+	l.pub.Publish(ev)
+}
+
+// Replay returns the committed event at cursor when it is still cached
+// (nil otherwise: read it from the outbox). It is shared and must not be
+// changed.
+func (l *Log) Replay(cursor int64) *core.Event { return l.replay.get(cursor) }
+
+// Run commits writes until done is closed, then waits for the publisher
+// to publish what was committed: once Run returns, no write is in flight
+// and the store may close. Writes still queued then get ErrStopped.
+func (l *Log) Run(done <-chan struct{}) error {
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		l.publishLoop()
+	}()
+	defer func() {
+		close(l.batches)
+		<-published
+		close(l.stopped)
+	}()
+	for {
+		var b batch
+		select {
+		case w := <-l.writes:
+			b.ws = append(make([]*write, 0, min(len(l.writes)+1, maxBatch)), w)
+		case <-done:
+			return nil
+		}
+	fill:
+		for len(b.ws) < maxBatch {
+			select {
+			case w := <-l.writes:
+				b.ws = append(b.ws, w)
+			default:
+				break fill
+			}
+		}
+		b.errs = l.commitBatch(b.ws)
+		l.batches <- b
+	}
+}
+
+// commitBatch commits ws and returns each write's outcome.
+func (l *Log) commitBatch(ws []*write) []error {
+	errs := make([]error, 0, len(ws))
+	// Optimistically the batch goes in as one transaction. Only when a
+	// write fails is it run again with a savepoint per write, so the
+	// failure undoes its own changes alone: savepoints cost two
+	// statements a write, a quarter of the commit path. Writes only
+	// change the store and set values, so running one twice is safe.
+	err := l.st.Write(context.Background(), func(tx store.Tx) error {
+		for _, w := range ws {
+			if err := applyWrite(tx, w); err != nil {
+				return errWriteFailed
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		for range ws {
+			errs = append(errs, nil)
+		}
+		return errs
+	}
+	if errors.Is(err, errWriteFailed) {
+		err = l.st.Write(context.Background(), func(tx store.Tx) error {
+			errs = errs[:0] // the transaction may be retried
+			for _, w := range ws {
+				errs = append(errs, tx.Savepoint(func(tx store.Tx) error { return applyWrite(tx, w) }))
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		l.log.Error("outbox commit failed", "err", err, "writes", len(ws))
+		errs = errs[:0]
+		for range ws {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func applyWrite(tx store.Tx, w *write) error {
+	if w.apply != nil {
+		if err := w.apply(tx); err != nil {
+			return err
+		}
+	}
+	ev := w.ev
+	if ev == nil || !ev.Type.Durable() {
+		return nil
+	}
+	if ev.TS == 0 {
+		ev.TS = time.Now().UnixMilli()
+	}
+	var err error
+	ev.Cursor, w.size, err = tx.AppendEvent(ev)
+	return err
+}
+
+// publishLoop publishes the committed batches in commit order, so cursors
+// go out in increasing order, and answers each write once its event is
+// out.
+func (l *Log) publishLoop() {
+	for b := range l.batches {
+		for i, w := range b.ws {
+			err := b.errs[i]
+			if err == nil && w.ev != nil {
+				l.remember(w)
+				l.pub.Publish(w.ev)
+				if l.after != nil {
+					l.after(w.ev)
+				}
+			}
+			if w.done != nil {
+				w.done <- err
+			}
+		}
+	}
+}
+
+// remember keeps a committed durable event for sync replays.
+func (l *Log) remember(w *write) {
+	if w.ev.Type == core.EvMessageDeleted || w.ev.Type == core.EvChannelDeleted {
+		// Deleted content must not linger in memory; Sync never serves it
+		// anyway, as it replays only cursors the outbox still has.
+		l.replay.reset()
+	}
+	if w.ev.Cursor > 0 {
+		l.replay.add(w.ev, w.size)
+	}
+}
