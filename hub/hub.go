@@ -189,9 +189,17 @@ func (d *device) has(cursor int64) bool {
 	return d.proven.Has(cursor)
 }
 
+// Store is what the hub keeps of devices in the database: the cursors
+// each has proven it holds (its proofs of delivery), read when it first
+// connects and saved as they change.
+type Store interface {
+	Device(ctx context.Context, id string) (store.Device, error)
+	SetProven(ctx context.Context, id, proven string) error
+}
+
 // Hub is the set of live connections.
 type Hub struct {
-	st     *store.Store
+	st     Store
 	log    *slog.Logger
 	limits Limits
 	nextID atomic.Uint64
@@ -204,7 +212,7 @@ type Hub struct {
 }
 
 // New makes a hub that keeps device state in st.
-func New(st *store.Store, log *slog.Logger, limits Limits) *Hub {
+func New(st Store, log *slog.Logger, limits Limits) *Hub {
 	return &Hub{
 		st: st, log: log, limits: limits,
 		conns:   make(map[uint64]*Conn),

@@ -89,6 +89,16 @@ func testDevices(t *testing.T, s Store) {
 	if len(ds) != 1 || ds[0].ID != "phone" {
 		t.Fatalf("push devices after the drops: %+v", ds)
 	}
+	// The hub's proofs of delivery, kept as it encodes them, for a known
+	// device and for one never seen (a hello's proofs are saved later).
+	must(s.SetProven(bg, "phone", "1-5,9"))
+	must(s.SetProven(bg, "new", "3"))
+	if d, _ := s.Device(bg, "phone"); d.Proven != "1-5,9" || d.Name != "Pixel" || d.LastPushedCursor != 12 {
+		t.Fatalf("phone's proofs: %+v", d)
+	}
+	if d, _ := s.Device(bg, "new"); d.Proven != "3" {
+		t.Fatalf("a new device's proofs: %+v", d)
+	}
 }
 
 func job(dev, collapse string, prio int, body string, cursor int64, at time.Time) store.PushJob {

@@ -23,7 +23,7 @@ import (
 )
 
 // Store is everything irisgate keeps in a store: the union of what its
-// consumers ask for (gateway.Store, cron.Store, push.Store, media.Index). Tests of those packages assert that this covers
+// consumers ask for (gateway.Store, cron.Store, push.Store, media.Index, hub.Store). Tests of those packages assert that this covers
 // their interfaces, so a store that passes the suite fills them all.
 type Store interface {
 	Write(ctx context.Context, fn func(store.Tx) error) error
@@ -54,10 +54,11 @@ type Store interface {
 	Approved(ctx context.Context, command string) (bool, error)
 	Approve(ctx context.Context, command string) error
 
-	// Devices and their push registrations. (The hub's proofs join when
-	// the hub keeps them through an interface of its own.)
+	// Devices, their proofs of delivery (the hub's) and their push
+	// registrations.
 	SeeDevice(ctx context.Context, d store.Device) error
 	Device(ctx context.Context, id string) (store.Device, error)
+	SetProven(ctx context.Context, id, proven string) error
 	LastPushed(ctx context.Context, deviceID string) (int64, error)
 	DeviceName(ctx context.Context, deviceID string) (string, error)
 	PushDevices(ctx context.Context) ([]store.Device, error)
