@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -60,8 +58,7 @@ func openStore(cfg AppConfig, kind datadir.Store) (*openedStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	hold, err := st.Serve(ctx, fmt.Sprintf("%s pid %d %s", host, os.Getpid(), cfg.DataDir))
+	hold, err := st.Serve(ctx, postgres.Who(cfg.DataDir))
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -105,6 +105,15 @@ func TestServeOnPostgres(t *testing.T) {
 	if _, err := dialToken(t, serveAddr(t, p), "tablet", tok); err != nil {
 		t.Fatalf("the token after a restart: %v", err)
 	}
+	// Killed and started again at once (a supervisor's restart), it is
+	// not refused for the database its dead self held a moment ago.
+	p.cmd.Process.Kill()
+	<-p.stderr.done
+	p.cmd.Wait()
+	p = startServe(t, dir, []string{"IRISGATE_STORE=" + url})
+	if _, err := dialToken(t, serveAddr(t, p), "tablet", tok); err != nil {
+		t.Fatalf("the token after kill -9 and a restart: %v", err)
+	}
 	p.stop(t)
 }
 

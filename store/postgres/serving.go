@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -60,6 +64,29 @@ func (e *ServedError) Error() string {
 		"stop the other gateway first, or give this one a database of its own (--store)"
 }
 
+// goneWait bounds the wait for the session of a holder that has died.
+const goneWait = 10 * time.Second
+
+// gone reports whether the holder named itself (appName) as a process of
+// this host that has ended.
+func (e *ServedError) gone() bool {
+	host, _ := os.Hostname()
+	rest, ok := strings.CutPrefix(e.By, "irisgate serve "+host+" pid ")
+	if !ok || host == "" {
+		return false
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	pid, err := strconv.Atoi(num)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
+}
+
 // Serving is a gateway's hold on its database (Serve). Close it when the
 // gateway stops.
 type Serving struct {
@@ -85,14 +112,38 @@ func (s *Store) Serve(ctx context.Context, who string) (*Serving, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = appName(who)
 	h := &Serving{cfg: cfg, log: s.log, done: make(chan struct{})}
-	conn, err := h.take(ctx)
-	if err != nil {
-		return nil, err
+	// A holder that is a process of this host that no longer exists (a
+	// gateway killed and restarted at once) is waited for: its session
+	// ends a moment after it, when its backend notices.
+	deadline := time.Now().Add(goneWait)
+	var conn *pgx.Conn
+	for {
+		var err error
+		conn, err = h.take(ctx)
+		var se *ServedError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &se) || !se.gone() || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	h.conn = conn
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	go h.watch()
 	return h, nil
+}
+
+// Who is what a gateway says of itself to Serve: this host, this
+// process, its data directory. (gone reads it back.)
+func Who(dataDir string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d %s", host, os.Getpid(), dataDir)
 }
 
 // appName fits who into application_name (NAMEDATALEN: 63 bytes).

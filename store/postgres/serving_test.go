@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
 	"strings"
 	"testing"
 
@@ -84,6 +87,29 @@ func TestServeTakesALostSessionAgain(t *testing.T) {
 	kill(ha)
 	serve(t, b, "b") // in the gap
 	wantServed(t, ha.Check(bg), "irisgate serve b")
+}
+
+// A holder that names itself as a process of this host that has ended
+// (a gateway killed and restarted at once) is waited for; any other is
+// refused at once.
+func TestServedByAGoneProcess(t *testing.T) {
+	ended := osexec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Skip(err)
+	}
+	dead := ended.Process.Pid
+	host, _ := os.Hostname()
+	for by, gone := range map[string]bool{
+		appName(fmt.Sprintf("%s pid %d /srv/a", host, dead)):          true,
+		appName(Who("/srv/a")):                                        false, // alive: this test
+		appName(fmt.Sprintf("elsewhere.example pid %d /srv/a", dead)): false,
+		"psql": false,
+		"":     false,
+	} {
+		if got := (&ServedError{By: by}).gone(); got != gone {
+			t.Errorf("%q: gone %v, want %v", by, got, gone)
+		}
+	}
 }
 
 func TestAppNameFits(t *testing.T) {
