@@ -182,3 +182,22 @@ func TestDataDirKeepsItsStore(t *testing.T) {
 	}
 	testgw.StartIn(t, sq.Dir).Dial(t, "phone").MustDo("ping", client.Lane{}, nil)
 }
+
+// The one text PostgreSQL cannot keep that SQLite does: a NUL character.
+// The sender is told so (unsupported, the kind's message), not given an
+// internal error, and nothing of the message is left; the next one goes
+// through.
+func TestNULRefusedOnPostgres(t *testing.T) {
+	g := testgw.Start(t, testgw.OnPostgres(t))
+	a := g.Dial(t, "phone")
+	_, err := a.Do("message.send", def, map[string]any{"text": "before\u0000after"})
+	wantCode(t, err, "unsupported")
+	if !strings.Contains(err.Error(), "NUL character") {
+		t.Fatalf("the refusal: %v", err)
+	}
+	if h, err := history(t, a, def, nil); err != nil || len(h.Messages) != 0 {
+		t.Fatalf("history after the refusal: %+v %v", h, err)
+	}
+	send(t, a, def, "plain text")
+	a.Expect("agent.idle", nil)
+}

@@ -207,7 +207,7 @@ func queryRow(ctx context.Context, q querier, sql string, args ...any) pgx.Row {
 
 func exec(ctx context.Context, q querier, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !storable(args) {
-		return pgconn.CommandTag{}, ErrNotText
+		return pgconn.CommandTag{}, ErrNotText.New()
 	}
 	return q.Exec(ctx, sql, args...)
 }
