@@ -27,8 +27,9 @@ import (
 
 // TestOnPostgres runs a representative set of the gateway's tests, each on
 // a fresh database: hello, a turn of the echo agent, history, sync after a
-// reconnect, search, media, a token revoked through the admin socket, and
-// a restart that keeps everything.
+// reconnect, search, media, a token revoked through the admin socket, a
+// restart that keeps everything, and a cron turn owed across a restart
+// run once.
 func TestOnPostgres(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -42,6 +43,7 @@ func TestOnPostgres(t *testing.T) {
 		{"UploadRoundTrips", testUploadRoundTrips},
 		{"RevokeEndsTheTokensSessions", testRevokeEndsTheTokensSessions},
 		{"RestartKeepsEverything", testRestartKeepsEverything},
+		{"CronTurnQueuedAtStopRunsOnceAfterRestart", testCronTurnQueuedAtStopRunsOnceAfterRestart},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, testgw.OnPostgres(t)) })
 	}

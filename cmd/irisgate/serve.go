@@ -64,6 +64,9 @@ type MobileFlags struct {
 // Run starts the gateway and serves until SIGINT or SIGTERM.
 func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
+	if _, err := datadir.ParseStore(c.Store); err != nil {
+		return err // before anything starts
+	}
 	c.dataDir, c.configFile, c.maxFile = c.Data, string(cli.Config), c.MaxMedia
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
 	sig := make(chan os.Signal, 1)

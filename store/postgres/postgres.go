@@ -70,6 +70,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	cfg.MaxConns = o.maxConns
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// libpq waits forever by default (connect_timeout); a gateway
+		// starting against an address that never answers says so.
+		cfg.ConnConfig.ConnectTimeout = 30 * time.Second
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "irisgate"
 	}
