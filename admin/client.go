@@ -16,7 +16,6 @@ import (
 
 	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/internal/httperr"
-	"github.com/irisgate/irisgate/store"
 )
 
 // DefaultDataDir is where a gateway keeps its data when not told (serve's
@@ -39,6 +38,11 @@ type Options struct {
 	// gateway reads from the database (a revoked token's connections
 	// are closed within a second by its watch of the tokens table).
 	Beside bool
+	// Store is the gateway's --store (IRISGATE_STORE): "" for the SQLite
+	// file in the data directory, or its PostgreSQL database's URL. Only
+	// a command that acts on the data itself needs it; one the running
+	// gateway answers uses the gateway's.
+	Store string
 }
 
 // Hinted is an error with a one-line hint of what to do about it.
@@ -62,7 +66,7 @@ type Client struct {
 	http *http.Client // live: the running gateway's socket
 	info Info
 
-	st   *store.Store // direct: no gateway runs (or beside one, Beside)
+	st   ownStore // direct: no gateway runs (or beside one, Beside)
 	lock *datadir.Lock
 	// beside: a gateway runs on dir, unreachable; st is shared with it.
 	beside bool
@@ -88,7 +92,7 @@ func Connect(ctx context.Context, o Options) (*Client, error) {
 	} else if !unreachable(err) {
 		return nil, fmt.Errorf("the gateway's admin socket %s: %w", SocketPath(dir), err)
 	}
-	return connectDirect(dir, o)
+	return connectDirect(ctx, dir, o)
 }
 
 // connectRunning is for a command run where there is no ./irisgate-data
@@ -127,10 +131,14 @@ func connectLive(ctx context.Context, dir string) (*Client, error) {
 	return c, nil
 }
 
-func connectDirect(dir string, o Options) (*Client, error) {
+func connectDirect(ctx context.Context, dir string, o Options) (*Client, error) {
+	want, err := datadir.ParseStore(o.Store)
+	if err != nil {
+		return nil, err
+	}
 	if held, ok := datadir.Held(dir); ok && held.Role == datadir.RoleServe {
 		if o.Beside {
-			return connectBeside(dir)
+			return connectBeside(ctx, dir, want)
 		}
 		return nil, &Hinted{Err: fmt.Errorf("a gateway runs on %s (pid %d) but its admin socket %s does not answer", dir, held.PID, SocketPath(dir)),
 			Hint: "is it still starting? try again in a moment, or restart it"}
@@ -140,7 +148,14 @@ func connectDirect(dir string, o Options) (*Client, error) {
 		return nil, &Hinted{Err: fmt.Errorf("no gateway data in %s", dir),
 			Hint: "start the gateway there first with irisgate serve --data " + dir + ", or name the right directory with --data"}
 	}
-	if _, err := datadir.Prepare(dir, create); err != nil {
+	if err := checkStore(dir, want); err != nil {
+		return nil, err
+	}
+	prepare := datadir.Prepare
+	if want.Postgres() {
+		prepare = datadir.PrepareFiles
+	}
+	if _, err := prepare(dir, create); err != nil {
 		return nil, err
 	}
 	lock, err := datadir.Acquire(dir, datadir.RoleCLI, 5*time.Second)
@@ -148,13 +163,13 @@ func connectDirect(dir string, o Options) (*Client, error) {
 		var inUse *datadir.InUseError
 		if errors.As(err, &inUse) && inUse.Role == datadir.RoleServe {
 			// The gateway started meanwhile: talk to it.
-			if c, lerr := connectLive(context.Background(), dir); lerr == nil {
+			if c, lerr := connectLive(ctx, dir); lerr == nil {
 				return c, nil
 			}
 		}
 		return nil, err
 	}
-	st, err := store.Open(filepath.Join(dir, datadir.DBFile))
+	st, err := openStore(ctx, dir, want, false)
 	if err != nil {
 		lock.Release()
 		return nil, err
@@ -162,11 +177,32 @@ func connectDirect(dir string, o Options) (*Client, error) {
 	return &Client{dir: dir, st: st, lock: lock}, nil
 }
 
+// checkStore refuses a store that is not the one dir's gateway keeps its
+// state in, and a PostgreSQL database no gateway has served from dir:
+// serve binds a directory to its database, never a command.
+func checkStore(dir string, want datadir.Store) error {
+	if err := datadir.CheckStore(dir, want); err != nil {
+		return err
+	}
+	if !want.Postgres() {
+		return nil
+	}
+	if bound, err := datadir.BoundStore(dir); err != nil || bound != "" {
+		return err
+	}
+	return &Hinted{Err: fmt.Errorf("no gateway has served %s on %s yet", dir, want),
+		Hint: "start it there first with irisgate serve --data " + dir + " --store …"}
+}
+
 // connectBeside opens the database of a gateway that runs on dir but
 // cannot be reached, without its lock (the gateway holds it) and without
-// migrating it (the gateway owns its schema). SQLite lets both write.
-func connectBeside(dir string) (*Client, error) {
-	st, err := store.Open(filepath.Join(dir, datadir.DBFile), store.WithoutMigration())
+// migrating it (the gateway owns its schema). SQLite lets both write, and
+// PostgreSQL is made for it.
+func connectBeside(ctx context.Context, dir string, want datadir.Store) (*Client, error) {
+	if err := checkStore(dir, want); err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, dir, want, true)
 	if err != nil {
 		return nil, err
 	}

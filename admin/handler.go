@@ -10,12 +10,11 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/internal/httperr"
-	"github.com/irisgate/irisgate/store"
 )
 
 // Backend is what a running gateway gives its admin socket.
 type Backend struct {
-	Store *store.Store
+	Store Store
 	// Revoke closes the live connections of a token just revoked and
 	// returns how many there were.
 	Revoke func(tokenID string) int

@@ -18,7 +18,7 @@ import (
 // gateway is running. revoke, when set, closes a revoked token's live
 // connections and says how many there were.
 type ops struct {
-	st     *store.Store
+	st     Store
 	revoke func(tokenID string) int
 }
 

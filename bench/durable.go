@@ -193,7 +193,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 
 	// What one message.send committed.
 	byType := map[string]int64{}
-	g.app.Store.ScanOutbox(ctx, before, after, func(row store.OutboxRow) error {
+	g.db.ScanOutbox(ctx, before, after, func(row store.OutboxRow) error {
 		byType[row.Type]++
 		return nil
 	})

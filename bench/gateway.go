@@ -17,6 +17,7 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 // Token is the fixed device token of the gateways the benchmark starts.
@@ -25,6 +26,7 @@ const Token = "irisgate-bench-token"
 // gw is an in-process gateway on a loopback port.
 type gw struct {
 	app    *server.App
+	db     *store.Store // the app's store: the benchmarks read SQLite's own methods
 	url    string
 	addr   string
 	dir    string
@@ -53,13 +55,19 @@ func startGateway(o *Options, name string, ag agent.Agent, edit func(*server.App
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	db, ok := app.Store.(*store.Store)
+	if !ok {
+		app.Close(context.Background())
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("the benchmarks run on SQLite, not %T", app.Store)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		app.Close(context.Background())
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	g := &gw{app: app, url: "ws://" + ln.Addr().String() + "/ws", addr: ln.Addr().String(), dir: dir, logs: logs, served: make(chan struct{})}
+	g := &gw{app: app, db: db, url: "ws://" + ln.Addr().String() + "/ws", addr: ln.Addr().String(), dir: dir, logs: logs, served: make(chan struct{})}
 	go func() { defer close(g.served); app.Serve(ln) }()
 	return g, nil
 }

@@ -73,7 +73,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 		return core.Message{ID: fmt.Sprintf("m_bench%08d", i), Lane: lanes[rnd.Intn(len(lanes))], Role: []string{core.RoleUser, core.RoleAssistant}[i%2],
 			Text: text(), TS: ts + int64(i)*1000}
 	}
-	if _, err := g.app.Store.ImportMessages(ctx, func() (core.Message, bool) {
+	if _, err := g.db.ImportMessages(ctx, func() (core.Message, bool) {
 		if i >= n-live || ctx.Err() != nil {
 			return core.Message{}, false
 		}
@@ -96,7 +96,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 		r.Err = ctx.Err()
 		return r
 	}
-	indexBytes, _ := g.app.Store.SearchIndexBytes(ctx)
+	indexBytes, _ := g.db.SearchIndexBytes(ctx)
 	dbBytes := fileSize(filepath.Join(g.dir, server.DBFile))
 
 	queries := o.SearchQueries
@@ -163,7 +163,7 @@ func runSearch(ctx context.Context, o *Options) (r Result) {
 			lane = &core.Lane{ChatID: q.req.ChatID}
 		}
 		t1 := time.Now()
-		g.app.Store.Search(ctx, q.req.Query, lane, q.req.Limit)
+		g.db.Search(ctx, q.req.Query, lane, q.req.Limit)
 		inStore = append(inStore, time.Since(t1))
 	}
 	slices.Sort(all)

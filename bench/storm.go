@@ -229,7 +229,7 @@ func runStorm(ctx context.Context, o *Options) (r Result) {
 	}
 	var wants []want
 	head := g.head(ctx)
-	g.app.Store.ScanOutbox(ctx, 0, head, func(row store.OutboxRow) error {
+	g.db.ScanOutbox(ctx, 0, head, func(row store.OutboxRow) error {
 		if (row.Type == string(core.EvMessage) || row.Type == string(core.EvMessageStop)) && row.MessageID != "" {
 			wants = append(wants, want{row.Cursor, row.MessageID})
 		}

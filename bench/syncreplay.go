@@ -36,7 +36,7 @@ func runSync(ctx context.Context, o *Options) (r Result) {
 	}
 	head := g.head(ctx)
 	var rows, rowBytes int64
-	g.app.Store.ScanOutbox(ctx, 0, head, func(row store.OutboxRow) error {
+	g.db.ScanOutbox(ctx, 0, head, func(row store.OutboxRow) error {
 		rows++
 		rowBytes += int64(len(row.Body))
 		return nil

@@ -290,7 +290,7 @@ func TestSlowConsumer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = g.App.Store.ScanOutbox(ctx, sd.cursor, head, func(r store.OutboxRow) error {
+				err = g.SQLite(t).ScanOutbox(ctx, sd.cursor, head, func(r store.OutboxRow) error {
 					if r.Type != "message" && sd.conn.Proven(r.Cursor) {
 						t.Errorf("%s frame at cursor %d is marked proven, but the device never read it and sent nothing after it", r.Type, r.Cursor)
 					}

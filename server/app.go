@@ -32,8 +32,15 @@ type AppConfig struct {
 	DataDir string
 	Token   string // a fixed token, valid besides the stored ones
 	Log     *slog.Logger
-	// Durability is the store's: how commits reach the disk.
+	// Durability is the SQLite store's: how commits reach the disk
+	// (PostgreSQL keeps its own synchronous_commit setting).
 	Durability store.Durability
+
+	// Store is where the state is kept: "" for the SQLite file in DataDir,
+	// or a PostgreSQL database's URL (postgres://…). DataDir holds the
+	// rest either way: media files, Web Push keys, the lock.
+	Store string
+
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
 	gateway.Config
@@ -55,7 +62,7 @@ type AppConfig struct {
 // App is a whole gateway: store, hub, core and server, wired together.
 type App struct {
 	cfg   AppConfig
-	Store *store.Store
+	Store Store // SQLite's *store.Store or PostgreSQL's *postgres.Store
 	Hub   *hub.Hub
 	GW    *gateway.Gateway
 	Srv   *Server
@@ -71,20 +78,11 @@ type App struct {
 	http   *http.Server
 	admin  *http.Server // the admin socket's (admin.go)
 	lock   *datadir.Lock
+	opened *openedStore // Store, with PostgreSQL's hold on its database
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
 }
-
-// The store fills every consumer's seam: the gateway's (its groups too),
-// the scheduler's, the pusher's and the content store's. A second store
-// (PostgreSQL, issue 18) is asserted the same way.
-var (
-	_ gateway.Store = (*store.Store)(nil)
-	_ cron.Store    = (*store.Store)(nil)
-	_ push.Store    = (*store.Store)(nil)
-	_ media.Index   = (*store.Store)(nil)
-)
 
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
@@ -94,8 +92,8 @@ const MediaDir = "media"
 
 // Open opens the data directory (creating it), takes its lock (a second
 // gateway on one directory is refused with a *datadir.InUseError), opens
-// the admin socket and starts the gateway's background work; Serve then
-// accepts connections.
+// the store (store.go), opens the admin socket and starts the gateway's
+// background work; Serve then accepts connections.
 func Open(cfg AppConfig) (*App, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -106,29 +104,26 @@ func Open(cfg AppConfig) (*App, error) {
 	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
 		cfg.DataDir = abs
 	}
+	kind, err := datadir.ParseStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	lock, err := datadir.Acquire(cfg.DataDir, datadir.RoleServe, 2*time.Second)
+	lock, err := prepareDataDir(cfg, kind)
 	if err != nil {
 		return nil, err
 	}
-	tightened, err := datadir.Prepare(cfg.DataDir, false)
-	if err != nil {
-		lock.Release()
-		return nil, err
-	}
-	for _, p := range tightened {
-		cfg.Log.Warn("made private: it was readable by other users", "path", p)
-	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, DBFile), store.WithLog(cfg.Log), store.WithDurability(cfg.Durability))
+	opened, err := openStore(cfg, kind)
 	if err != nil {
 		lock.Release()
 		return nil, err
 	}
-	a := &App{cfg: cfg, Store: st, lock: lock}
+	st := opened.Store
+	a := &App{cfg: cfg, Store: st, lock: lock, opened: opened}
 	fail := func(err error) (*App, error) {
-		st.Close()
+		opened.Close()
 		lock.Release()
 		return nil, err
 	}
@@ -232,7 +227,7 @@ func (a *App) Close(ctx context.Context) error {
 		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {
 			c.Close() // e.g. idle connections to Hermes
 		}
-		err = a.Store.Close()
+		err = a.opened.Close()
 		a.lock.Release()
 	})
 	return err

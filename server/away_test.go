@@ -130,7 +130,7 @@ func TestPushSkipsADeviceThatIsBack(t *testing.T) {
 	if msgs := nt.Messages(); len(msgs) != 0 {
 		t.Fatalf("pushed to a device that is online: %+v", msgs)
 	}
-	if n, _ := g.App.Store.PendingPushes(ctx); n != 0 {
+	if n, _ := g.SQLite(t).PendingPushes(ctx); n != 0 {
 		t.Fatalf("%d pushes kept for a device that is online", n)
 	}
 }

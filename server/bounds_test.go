@@ -605,7 +605,7 @@ func TestOutboxRetentionWhileRunning(t *testing.T) {
 	defer tick.Stop()
 	deadline := time.After(testgw.Wait)
 	for {
-		n, err := g.App.Store.OutboxLen(ctx)
+		n, err := g.SQLite(t).OutboxLen(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -250,9 +250,13 @@ func TestCronDueJobsStartTogether(t *testing.T) {
 // runs the job once (the job's schedule had moved on when it fired), and
 // not again.
 func TestCronTurnQueuedAtStopRunsOnceAfterRestart(t *testing.T) {
+	testCronTurnQueuedAtStopRunsOnceAfterRestart(t)
+}
+
+func testCronTurnQueuedAtStopRunsOnceAfterRestart(t *testing.T, on ...func(*server.AppConfig)) {
 	dir := t.TempDir()
 	ag := &gate{release: make(chan struct{})}
-	g := testgw.StartIn(t, dir, func(c *server.AppConfig) { c.Agent = ag })
+	g := testgw.StartIn(t, dir, with(on, func(c *server.AppConfig) { c.Agent = ag })...)
 	a := g.Dial(t, "phone")
 	ctx := context.Background()
 	j, err := cron.Add(ctx, g.App.Store, store.CronJob{Name: "digest", Schedule: "every 1h", Prompt: "Daily digest please"}, time.Now())
@@ -283,7 +287,7 @@ func TestCronTurnQueuedAtStopRunsOnceAfterRestart(t *testing.T) {
 	// At the next start the job runs at once: the gate holds its turn
 	// until a device is there to see it end.
 	ag = &gate{release: make(chan struct{})}
-	g = testgw.StartIn(t, dir, func(c *server.AppConfig) { c.Agent = ag })
+	g = testgw.StartIn(t, dir, with(on, func(c *server.AppConfig) { c.Agent = ag })...)
 	b := g.Dial(t, "tablet")
 	ag.release <- struct{}{}
 	m := b.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "role") == "cron" })

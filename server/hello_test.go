@@ -13,8 +13,10 @@ import (
 	"github.com/irisgate/irisgate/server"
 )
 
-func TestHelloAck(t *testing.T) {
-	g := testgw.Start(t)
+func TestHelloAck(t *testing.T) { testHelloAck(t) }
+
+func testHelloAck(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, on...)
 
 	r := dialRaw(t, g)
 	r.writeJSON(helloFrame(testgw.Token, "phone"))

@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-	"go.uber.org/goleak"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/cron"
+	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
 	"github.com/irisgate/irisgate/store"
@@ -22,9 +23,16 @@ import (
 
 // TestMain fails the package when a test leaves goroutines behind: every
 // gateway a test starts must be gone, with all its connections, when the
-// tests end.
+// tests end. It stops the PostgreSQL server the tests on it started
+// (postgres_test.go) first.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	pgtest.Main(m)
+}
+
+// with is a test's store option (on: testgw.OnPostgres, or none for
+// SQLite) followed by the test's own edits of the configuration.
+func with(on []func(*server.AppConfig), edit ...func(*server.AppConfig)) []func(*server.AppConfig) {
+	return append(slices.Clone(on), edit...)
 }
 
 // slowEcho makes the gateway's echo agent pause between words, so a turn

@@ -49,8 +49,10 @@ func pageIDs(h histPage) []string {
 	return ids
 }
 
-func TestHistoryPaging(t *testing.T) {
-	g := testgw.Start(t)
+func TestHistoryPaging(t *testing.T) { testHistoryPaging(t) }
+
+func testHistoryPaging(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, on...)
 	ids := seed(t, g, core.Lane{ChatID: "default"}, "h", 250)
 	// History in a lane without a directory entry is not reachable.
 	seed(t, g, core.Lane{ChatID: "default", ThreadID: "t_side"}, "t", 3)

@@ -217,8 +217,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestUploadRoundTrips(t *testing.T) {
-	g := testgw.Start(t, mediaLimits(media.Limits{MaxSize: testMax}))
+func TestUploadRoundTrips(t *testing.T) { testUploadRoundTrips(t) }
+
+func testUploadRoundTrips(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, with(on, mediaLimits(media.Limits{MaxSize: testMax}))...)
 	a := g.Dial(t, "phone")
 	b := g.Dial(t, "tablet")
 	files := map[string][]byte{

@@ -229,7 +229,7 @@ func TestPushOutcomesInMetrics(t *testing.T) {
 func waitPending(t *testing.T, g *testgw.GW, n int) {
 	t.Helper()
 	g.WaitPush(t, fmt.Sprintf("%d pushes pending", n), func() bool {
-		got, err := g.App.Store.PendingPushes(context.Background())
+		got, err := g.SQLite(t).PendingPushes(context.Background())
 		return err == nil && got == n
 	})
 }

@@ -68,8 +68,10 @@ func hitIDs(hs []hit) []string {
 	return out
 }
 
-func TestSearch(t *testing.T) {
-	g := testgw.Start(t, func(c *server.AppConfig) { c.Agent = okAgent{} })
+func TestSearch(t *testing.T) { testSearch(t) }
+
+func testSearch(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, with(on, func(c *server.AppConfig) { c.Agent = okAgent{} })...)
 	a := g.Dial(t, "phone")
 	work := createChannel(t, a, "Work", "")
 	th := createChannel(t, a, "Launch", work.ChatID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/server"
 )
 
 // syncAll asks for a replay from cursor and returns the replayed frames
@@ -62,8 +63,10 @@ func leave(d *testgw.Device) {
 	<-d.Done()
 }
 
-func TestSyncReplaysWhileAway(t *testing.T) {
-	g := testgw.Start(t)
+func TestSyncReplaysWhileAway(t *testing.T) { testSyncReplaysWhileAway(t) }
+
+func testSyncReplaysWhileAway(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, on...)
 	a := g.Dial(t, "phone")
 	from := a.HelloAck().SyncCursor
 	leave(a)
@@ -103,7 +106,7 @@ func TestSyncTruncated(t *testing.T) {
 		createChannel(t, a, n, "")
 	}
 	head := a.HelloAck().SyncCursor + 4
-	removed, err := g.App.Store.PruneOutbox(context.Background(), 2, 0)
+	removed, err := g.SQLite(t).PruneOutbox(context.Background(), 2, 0)
 	if err != nil || removed != 2 {
 		t.Fatalf("prune removed %d, %v", removed, err)
 	}

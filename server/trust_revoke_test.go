@@ -25,8 +25,10 @@ import (
 	"github.com/irisgate/irisgate/store"
 )
 
-func TestRevokeEndsTheTokensSessions(t *testing.T) {
-	g := mobileGW(t)
+func TestRevokeEndsTheTokensSessions(t *testing.T) { testRevokeEndsTheTokensSessions(t) }
+
+func testRevokeEndsTheTokensSessions(t *testing.T, on ...func(*server.AppConfig)) {
+	g := mobileGW(t, on...)
 	ctx := context.Background()
 	ac, err := admin.Connect(ctx, admin.Options{DataDir: g.Dir})
 	if err != nil {

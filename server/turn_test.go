@@ -14,8 +14,10 @@ import (
 
 var def = client.Lane{ChatID: "default"}
 
-func TestHelloAndTurn(t *testing.T) {
-	g := testgw.Start(t)
+func TestHelloAndTurn(t *testing.T) { testHelloAndTurn(t) }
+
+func testHelloAndTurn(t *testing.T, on ...func(*server.AppConfig)) {
+	g := testgw.Start(t, on...)
 	a := g.Dial(t, "phone")
 	b := g.Dial(t, "tablet")
 	w := a.HelloAck()

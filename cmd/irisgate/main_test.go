@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
 )
 
@@ -26,7 +25,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	pgtest.Main(m) // goleak's check, after stopping the PostgreSQL server postgres_test.go started
 }
 
 const asMainEnv = "IRISGATE_TEST_AS_MAIN"

@@ -13,6 +13,7 @@ import (
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/internal/version"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/server"
@@ -23,7 +24,8 @@ import (
 // ServeCmd runs the gateway.
 type ServeCmd struct {
 	Listen           string        `help:"Address to listen on (host:port)." default:":8787" env:"IRISGATE_LISTEN"`
-	Data             string        `help:"Data directory: the SQLite database and files live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
+	Data             string        `help:"Data directory: the SQLite database (unless --store), media files and keys live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
+	Store            string        `help:"Where the state is kept: empty for the SQLite file in --data, or a PostgreSQL database (postgres://user:password@host:5432/db). Prefer IRISGATE_STORE, or PGPASSWORD for the password: flags show in process lists." env:"IRISGATE_STORE"`
 	Token            string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
 	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
 	LogLevel         string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
@@ -64,6 +66,9 @@ type MobileFlags struct {
 // Run starts the gateway and serves until SIGINT or SIGTERM.
 func (c *ServeCmd) Run(cli *CLI) error {
 	log := newLogger(c.LogFormat, c.LogLevel)
+	if _, err := datadir.ParseStore(c.Store); err != nil {
+		return err // before anything starts
+	}
 	c.dataDir, c.configFile, c.maxFile = c.Data, string(cli.Config), c.MaxMedia
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
 	sig := make(chan os.Signal, 1)
@@ -107,7 +112,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	} else {
 		defer unregister()
 	}
-	log.Info("irisgate listening", "ws", wsURL(ln.Addr()), "data", c.Data, "agent", app.GW.Agent().Name(), "version", version.String())
+	log.Info("irisgate listening", "ws", wsURL(ln.Addr()), "data", c.Data, "store", storeName(c.Store), "agent", app.GW.Agent().Name(), "version", version.String())
 	if why := weakToken(c.Token); c.Token != "" && why != "" {
 		log.Warn("the fixed token (--token / IRISGATE_TOKEN) is weak: "+why+"; anyone who reaches the port can guess it. "+
 			"Use a long random one (openssl rand -hex 32), or none and pair devices with their own tokens", "command", cliName()+" pair")
@@ -135,7 +140,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
+		DataDir: c.Data, Store: c.Store, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
@@ -175,6 +180,15 @@ func (c *ServeCmd) showBanner(log *slog.Logger, r reach, firstToken string) {
 		b.Data = c.Data
 	}
 	b.show(os.Stderr, log, c.LogFormat == "json")
+}
+
+// storeName is --store as the log shows it: never its password.
+func storeName(v string) string {
+	s, err := datadir.ParseStore(v)
+	if err != nil {
+		return "?"
+	}
+	return s.String()
 }
 
 // defaultData is --data's default.

@@ -19,22 +19,24 @@ type TokenCmd struct {
 	Revoke TokenRevokeCmd `cmd:"" help:"Revoke a token, by its id (tok_…) or the token itself; its live connections are closed."`
 }
 
-// dataFlag names the gateway an admin command acts on.
+// dataFlag names the gateway an admin command acts on, and its store for
+// when the command acts on the data itself (no gateway answers).
 type dataFlag struct {
-	Data string `help:"Data directory of the gateway (default: ./irisgate-data if it exists, else the gateway running for this user)." env:"IRISGATE_DATA" type:"path"`
+	Data  string `help:"Data directory of the gateway (default: ./irisgate-data if it exists, else the gateway running for this user)." env:"IRISGATE_DATA" type:"path"`
+	Store string `help:"The gateway's --store (its PostgreSQL database), needed only when no gateway answers: a running one is asked directly." env:"IRISGATE_STORE"`
 }
 
 // connect finds the gateway. create lets a command that stores something
 // make a data directory the person named with --data.
 func (d dataFlag) connect(ctx context.Context, create bool) (*admin.Client, error) {
-	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create})
+	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create, Store: d.Store})
 }
 
 // connectTokens is connect for the token commands, which may act on the
 // data directory of a gateway whose admin socket does not answer: the
 // gateway reads its tokens from the database.
 func (d dataFlag) connectTokens(ctx context.Context, create bool) (*admin.Client, error) {
-	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create, Beside: true})
+	return admin.Connect(ctx, admin.Options{DataDir: d.Data, Create: create, Beside: true, Store: d.Store})
 }
 
 // where says, after a change, where it was made.

@@ -18,13 +18,16 @@ const (
 	LockFile   = "irisgate.lock" // held by the process using the directory
 	SocketFile = "admin.sock"    // the running gateway's admin channel
 	VAPIDFile  = "vapid.json"    // Web Push keys
+	// StoreFile names the PostgreSQL database of a gateway whose state is
+	// there (store.go); without it the state is DBFile's.
+	StoreFile = "irisgate.store"
 )
 
 // secretFiles hold tokens' hashes, messages, keys or admin access. SQLite
 // makes its -wal, -shm and -journal files with the database's own mode,
 // so a 0600 database keeps them 0600 too; they are listed for the ones an
 // older version left behind.
-var secretFiles = []string{DBFile, DBFile + "-wal", DBFile + "-shm", DBFile + "-journal", VAPIDFile, LockFile, SocketFile}
+var secretFiles = []string{DBFile, DBFile + "-wal", DBFile + "-shm", DBFile + "-journal", VAPIDFile, LockFile, SocketFile, StoreFile}
 
 // ErrMissing is returned by Prepare for a directory that does not exist
 // when it was not asked to make one.
@@ -37,6 +40,16 @@ var ErrMissing = errors.New("no such data directory")
 // empty and 0600, when missing, so SQLite never creates it with the
 // process's umask. It returns what it had to tighten, for the log.
 func Prepare(dir string, create bool) (tightened []string, err error) {
+	return prepare(dir, create, true)
+}
+
+// PrepareFiles is Prepare for a gateway whose state is not in the SQLite
+// file (PostgreSQL): the same protection, and no database file made.
+func PrepareFiles(dir string, create bool) (tightened []string, err error) {
+	return prepare(dir, create, false)
+}
+
+func prepare(dir string, create, sqlite bool) (tightened []string, err error) {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
@@ -61,11 +74,13 @@ func Prepare(dir string, create bool) (tightened []string, err error) {
 		}
 		tightened = append(tightened, dir)
 	}
-	db := filepath.Join(dir, DBFile)
-	if f, err := os.OpenFile(db, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, fs.ErrExist) {
-		return tightened, fmt.Errorf("database: %w", err)
+	if sqlite {
+		db := filepath.Join(dir, DBFile)
+		if f, err := os.OpenFile(db, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrExist) {
+			return tightened, fmt.Errorf("database: %w", err)
+		}
 	}
 	for _, name := range secretFiles {
 		p := filepath.Join(dir, name)
@@ -90,8 +105,13 @@ func Exists(dir string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// HasData reports whether dir holds a gateway's database.
+// HasData reports whether dir holds a gateway's database, or names the
+// PostgreSQL database that holds its state.
 func HasData(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, DBFile))
-	return err == nil && fi.Mode().IsRegular()
+	for _, name := range []string{DBFile, StoreFile} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }

@@ -28,6 +28,9 @@ type InUseError struct {
 	Dir  string
 	PID  int    // 0 when unknown
 	Role string // RoleServe, RoleCLI or "" when unknown
+	// Postgres: the gateway refused keeps its state in PostgreSQL, where
+	// another --data alone is not enough.
+	Postgres bool
 }
 
 func (e *InUseError) Error() string {
@@ -40,6 +43,10 @@ func (e *InUseError) Error() string {
 	}
 	if e.PID > 0 {
 		who += fmt.Sprintf(" (pid %d)", e.PID)
+	}
+	if e.Postgres {
+		return fmt.Sprintf("data directory %s is in use by %s: stop it first, or give this one another --data and a database of its own (--store); "+
+			"several gateways on one database are not kept in step yet", e.Dir, who)
 	}
 	return fmt.Sprintf("data directory %s is in use by %s: two gateways on one directory would run every cron job twice; stop it first, or give this one another --data", e.Dir, who)
 }

@@ -1,7 +1,7 @@
 // Package testgw starts real gateways for tests: a temporary data
-// directory with a real SQLite file, a loopback listener and real
-// WebSocket clients whose every received frame is checked against the
-// specification's schema.
+// directory with a real SQLite file (or a real PostgreSQL database:
+// OnPostgres), a loopback listener and real WebSocket clients whose every
+// received frame is checked against the specification's schema.
 package testgw
 
 import (
@@ -18,8 +18,10 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/irisschema"
+	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 )
 
 // Token is the fixed token test gateways accept.
@@ -89,6 +91,29 @@ func StartIn(t testing.TB, dir string, edit ...func(*server.AppConfig)) *GW {
 		<-served
 	})
 	return g
+}
+
+// OnPostgres is an edit of Start and StartIn that keeps the gateway's
+// state in a fresh PostgreSQL database on the tests' server (package
+// pgtest: the test binary's TestMain must be pgtest.Main), dropped when
+// t ends. Given to StartIn again, the same edit reopens that database:
+// a restart.
+func OnPostgres(t testing.TB) func(*server.AppConfig) {
+	t.Helper()
+	url := pgtest.DB(t)
+	return func(c *server.AppConfig) { c.Store = url }
+}
+
+// SQLite is the gateway's store as SQLite's, for a test that reads what
+// only SQLite's store has (its outbox rows, its pruning); it fails a
+// gateway on PostgreSQL.
+func (g *GW) SQLite(t testing.TB) *store.Store {
+	t.Helper()
+	st, ok := g.App.Store.(*store.Store)
+	if !ok {
+		t.Fatalf("this test reads SQLite's store, and the gateway runs on %T", g.App.Store)
+	}
+	return st
 }
 
 // WaitOffline waits until the gateway has let go of every connection of

@@ -60,7 +60,7 @@ func (t *Tx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
 	// Checked here, not by the statement helpers: a refusal of theirs
 	// looks like no row, which is ErrNoHead's sign.
 	if !storable([]any{r.Type, r.ChatID, r.ThreadID, r.MessageID}) {
-		return 0, 0, ErrNotText
+		return 0, 0, ErrNotText.New()
 	}
 	if !t.locked {
 		err = t.tx.QueryRow(t.ctx, `WITH h AS (UPDATE outbox_head SET head = head + 1 RETURNING head)

@@ -41,6 +41,7 @@ type Option func(*options)
 type options struct {
 	log      *slog.Logger
 	maxConns int32
+	asIs     bool
 }
 
 // WithLog sets where the store reports its migrations and what it keeps
@@ -50,6 +51,12 @@ func WithLog(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithMaxConns bounds the connections the store opens (default 8: one
 // writer at a time, the rest for reads beside it).
 func WithMaxConns(n int32) Option { return func(o *options) { o.maxConns = n } }
+
+// WithoutMigration opens a database only if its schema is this
+// irisgate's, migrating nothing: for a command acting beside a running
+// gateway, which owns the schema. A database with no irisgate schema, or
+// one at another version, is refused with what to do.
+func WithoutMigration() Option { return func(o *options) { o.asIs = true } }
 
 // Open connects to the database at url (postgres://user:pass@host/db?…, or
 // any form libpq takes) and brings its schema up to date.
@@ -63,6 +70,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	cfg.MaxConns = o.maxConns
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// libpq waits forever by default (connect_timeout); a gateway
+		// starting against an address that never answers says so.
+		cfg.ConnConfig.ConnectTimeout = 30 * time.Second
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "irisgate"
 	}
@@ -71,6 +83,13 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s := &Store{pool: pool, log: o.log}
+	if o.asIs {
+		if err := s.checkSchema(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: %s@%s/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+		}
+		return s, nil
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrating %s@%s/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
@@ -193,7 +212,7 @@ func queryRow(ctx context.Context, q querier, sql string, args ...any) pgx.Row {
 
 func exec(ctx context.Context, q querier, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !storable(args) {
-		return pgconn.CommandTag{}, ErrNotText
+		return pgconn.CommandTag{}, ErrNotText.New()
 	}
 	return q.Exec(ctx, sql, args...)
 }

@@ -128,7 +128,7 @@ func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, b
 					break
 				}
 				if !storable([]any{m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text}) {
-					return ErrNotText
+					return ErrNotText.New()
 				}
 				b.Queue(`INSERT INTO messages (id, chat_id, thread_id, role, text, ts, search) VALUES ($1,$2,$3,$4,$5,$6,$7::text::tsvector)`,
 					m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.TS, tsvector(m.Text))

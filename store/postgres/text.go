@@ -1,17 +1,20 @@
 package postgres
 
 import (
-	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/irisgate/irisgate/core"
 )
 
 // ErrNotText is a write of a string PostgreSQL's text type cannot hold: one
 // with a NUL byte, or one that is not UTF-8. SQLite stores either as it
 // is; PostgreSQL refuses them, so this store says so before sending. The
 // gateway checks that what people send is UTF-8; a NUL inside it is the
-// one difference a person can meet.
-var ErrNotText = errors.New("postgres: a string holds a NUL byte or is not UTF-8, which PostgreSQL's text cannot store")
+// one difference a person can meet, and is told so (unsupported), not
+// given an internal error. The store returns ErrNotText.New().
+var ErrNotText = core.NewKind("text_not_storable", core.CodeUnsupported,
+	"the text holds a NUL character (or bytes that are not UTF-8), which this gateway's store, PostgreSQL, cannot keep")
 
 // storable reports whether every string argument can be PostgreSQL text.
 func storable(args []any) bool {

@@ -91,6 +91,12 @@ func testDevices(t *testing.T, s Store) {
 	if len(ds) != 1 || ds[0].ID != "phone" {
 		t.Fatalf("push devices after the drops: %+v", ds)
 	}
+	// The hub's proofs of delivery leave the device's other state alone
+	// (ProofsRoundTrip checks the proofs themselves).
+	must(s.SaveProofs(bg, "phone", []core.CursorRange{{Lo: 1, Hi: 5}, {Lo: 9, Hi: 9}}))
+	if d, _ := s.Device(bg, "phone"); d.Name != "Pixel" || d.LastPushedCursor != 12 {
+		t.Fatalf("phone after its proofs were saved: %+v", d)
+	}
 }
 
 func job(dev, collapse string, prio int, body string, cursor int64, at time.Time) store.PushJob {
