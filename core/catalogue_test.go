@@ -370,18 +370,12 @@ func TestKindArguments(t *testing.T) {
 	}
 }
 
-// converted are the packages (or files) whose errors are all kinds.
-var converted = []string{"server", "admin", "internal/httperr", "wire", "wire/mobile", "wire/iris", "media", "cron",
-	"gateway/channels.go", "gateway/commands.go", "gateway/media.go", "gateway/search.go",
-	"gateway/deliver_media.go", "gateway/mobile.go", "gateway/auth.go", "gateway/errors.go", "gateway/bounds.go", "gateway/turn/limits.go"}
-
-// The converted packages make no error without a kind: no core.Errorf and
-// no core.Error literal.
+// No package but core makes an error without a kind: no core.Errorf and no
+// core.Error literal outside core (its tests aside).
 func TestNoAdHocErrors(t *testing.T) {
 	fset, files := parseModule(t)
 	for _, sf := range files {
-		file := sf.pkg + "/" + filepath.Base(sf.path)
-		if !slices.Contains(converted, sf.pkg) && !slices.Contains(converted, file) || sf.core == "" {
+		if sf.pkg == "core" || sf.core == "" {
 			continue
 		}
 		ast.Inspect(sf.f, func(n ast.Node) bool {

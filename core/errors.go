@@ -135,9 +135,9 @@ func (e *Error) Name() string {
 	return e.Kind.Name
 }
 
-// Errorf makes an Error with a formatted message and no kind. It is the
-// old way, kept for the packages not yet converted to kinds
-// (TestNoAdHocErrors lists the ones that are).
+// Errorf makes an Error with a formatted message and no kind, for tests
+// that need an arbitrary error: outside core, code makes its errors from
+// kinds (TestNoAdHocErrors).
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -93,12 +93,12 @@ func agentAsks(kind string) bool { return kind == "approval" || kind == "clarify
 func checkPushAddresses(fcmToken, ntfyTopic string) *core.Error {
 	if fcmToken != "" {
 		if err := push.ValidFCMToken(fcmToken); err != nil {
-			return core.Errorf(core.CodeUnsupported, "%v; push through FCM stays off for this device", err)
+			return ErrFCMToken.New(err)
 		}
 	}
 	if ntfyTopic != "" {
 		if err := push.ValidNtfyTopic(ntfyTopic); err != nil {
-			return core.Errorf(core.CodeUnsupported, "%v; push through ntfy stays off for this device", err)
+			return ErrNtfyTopic.New(err)
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	// A flood into a full lane is refused before it costs a query.
 	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.turns.QueueFull(req.Lane) {
 		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return turn.ErrQueueFull
+		return turn.ErrQueueFull.New(turn.MaxQueued)
 	}
 	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {

@@ -49,7 +49,7 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 		d.NtfyTopic, refused = "", append(refused, err.Message)
 	}
 	if len(refused) > 0 {
-		w.PushRefused = core.Errorf(core.CodeUnsupported, "%s", strings.Join(refused, "; "))
+		w.PushRefused = ErrPushRefused.New(strings.Join(refused, "; "))
 	}
 	if err := g.countConn(d); err != nil {
 		return nil, Welcome{}, err

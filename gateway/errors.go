@@ -31,6 +31,16 @@ var (
 	ErrUnknownBefore    = core.NewKind("before_message_unknown", core.CodeNotFound, "unknown before_message_id %s")
 	ErrSearchScope      = core.NewKind("search_scope_invalid", core.CodeUnsupported, "scope must be \"all\" or \"chat\", not %s")
 	ErrWebPush          = core.NewKind("webpush_invalid", core.CodeUnsupported, "webpush must be a PushSubscription with an https endpoint and keys")
+	// ErrQueueFull refuses a message into a lane whose queue is full (the
+	// turn runner's).
+	ErrQueueFull = turn.ErrQueueFull
+
+	// Push addresses a device registers (push's validation says why).
+	ErrFCMToken  = core.NewKind("push_fcm_token_invalid", core.CodeUnsupported, "%v; push through FCM stays off for this device")
+	ErrNtfyTopic = core.NewKind("push_ntfy_topic_invalid", core.CodeUnsupported, "%v; push through ntfy stays off for this device")
+	// ErrPushRefused tells a device, connected all the same, which of its
+	// hello's push addresses were not kept: the refusals above, joined.
+	ErrPushRefused = core.NewKind("push_addresses_refused", core.CodeUnsupported, "%s")
 
 	// The channel directory.
 	ErrChannelParent   = core.NewKind("channel_parent_given", core.CodeUnsupported, "a channel has no parent_chat_id; use kind \"thread\"")

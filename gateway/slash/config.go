@@ -21,7 +21,7 @@ func cmdModel(ctx context.Context, env Env, c Call) error {
 	lk := c.Lane
 	ml, ok := env.Agent().(modelLister)
 	if !ok {
-		return core.Errorf(core.CodeUnsupported, "no model is configured (the demo echo agent answers); set OPENAI_BASE_URL, OPENAI_API_KEY and IRISGATE_MODEL")
+		return ErrNoModel.New()
 	}
 	set := func(ctx context.Context, to hub.Caller, v string) error {
 		s := env.Settings(ctx, lk)
@@ -103,7 +103,7 @@ func cmdReasoning(ctx context.Context, env Env, c Call) error {
 			s.ShowReasoning = &on
 		default:
 			if !slices.Contains(reasoningLevels, v) {
-				return core.Errorf(core.CodeUnsupported, "unknown level %q: use %s, show or hide", v, strings.Join(reasoningLevels, ", "))
+				return ErrReasoningLevel.New(v, strings.Join(reasoningLevels, ", "))
 			}
 			s.Reasoning = v
 		}
@@ -136,7 +136,7 @@ func cmdFast(ctx context.Context, env Env, c Call) error {
 		case "off":
 			s.Fast = false
 		default:
-			return core.Errorf(core.CodeUnsupported, "use /fast on or /fast off")
+			return ErrFastUsage.New()
 		}
 		if err := env.SaveSettings(ctx, lk, s); err != nil {
 			return err

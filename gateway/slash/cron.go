@@ -6,11 +6,8 @@ import (
 	"strings"
 
 	"github.com/irisgate/irisgate/agent"
-	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
 )
-
-const cronUsage = "usage: /cron [list] | /cron add SCHEDULE | PROMPT | /cron pause|resume|rm|run ID"
 
 // cmdCron manages scheduled jobs from the chat, through the operations
 // the agent's cronjob tool has; new jobs post into the lane they were
@@ -26,7 +23,7 @@ func cmdCron(ctx context.Context, env Env, c Call) error {
 			return err
 		}
 		if len(jobs) == 0 {
-			env.SystemMessage(ctx, lk, "No cron jobs. "+cronUsage)
+			env.SystemMessage(ctx, lk, "No cron jobs. "+ErrCronUsage.Format)
 			return nil
 		}
 		lines := make([]string, len(jobs))
@@ -38,7 +35,7 @@ func cmdCron(ctx context.Context, env Env, c Call) error {
 	case "add":
 		schedule, prompt, ok := strings.Cut(rest, "|")
 		if !ok || strings.TrimSpace(prompt) == "" {
-			return core.Errorf(core.CodeUnsupported, "%s", cronUsage)
+			return ErrCronUsage.New()
 		}
 		j, err := env.Cron().Add(ctx, agent.CronJob{Schedule: strings.TrimSpace(schedule), Prompt: strings.TrimSpace(prompt), Lane: lk})
 		if err != nil {
@@ -48,7 +45,7 @@ func cmdCron(ctx context.Context, env Env, c Call) error {
 		return nil
 	case cron.ActPause, cron.ActResume, cron.ActRemove, cron.ActRun:
 		if rest == "" {
-			return core.Errorf(core.CodeUnsupported, "%s", cronUsage)
+			return ErrCronUsage.New()
 		}
 		j, err := env.Cron().Act(ctx, verb, rest)
 		if err != nil {
@@ -57,5 +54,5 @@ func cmdCron(ctx context.Context, env Env, c Call) error {
 		env.SystemMessage(ctx, lk, fmt.Sprintf("Cron job %s: %s done.", j.ID, verb))
 		return nil
 	}
-	return core.Errorf(core.CodeUnsupported, "%s", cronUsage)
+	return ErrCronUsage.New()
 }

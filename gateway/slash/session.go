@@ -8,7 +8,7 @@ import (
 )
 
 // errBusy refuses what a running turn would go on writing into.
-var errBusy = core.Errorf(core.CodeUnsupported, "wait for the running turn to end (or /stop it)")
+var errBusy = ErrBusy.New()
 
 func cmdNew(ctx context.Context, env Env, c Call) error {
 	lk := c.Lane
@@ -46,7 +46,7 @@ func cmdNew(ctx context.Context, env Env, c Call) error {
 
 func cmdTitle(ctx context.Context, env Env, c Call) error {
 	if c.Args == "" {
-		return core.Errorf(core.CodeUnsupported, "usage: /title <name>")
+		return ErrTitleUsage.New()
 	}
 	return env.Rename(ctx, c.Lane, c.Args)
 }
@@ -66,7 +66,7 @@ func lastExchange(ctx context.Context, env Env, lk core.Lane) (user core.Message
 			return ms[i], after, nil
 		}
 	}
-	return user, nil, core.Errorf(core.CodeNotFound, "there is no message of yours to go back to")
+	return user, nil, ErrNoLastMessage.New()
 }
 
 func cmdUndo(ctx context.Context, env Env, c Call) error {

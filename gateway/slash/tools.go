@@ -59,7 +59,7 @@ func cmdApprovals(ctx context.Context, env Env, c Call) error {
 			}
 		}
 		if said == "" {
-			return core.Errorf(core.CodeUnsupported, "use /approvals ask, /approvals auto or /approvals yolo")
+			return ErrApprovalsUsage.New()
 		}
 		if v != "yolo" {
 			s := env.Settings(ctx, lk)
@@ -89,7 +89,7 @@ func cmdApprovals(ctx context.Context, env Env, c Call) error {
 func cmdApprove(ctx context.Context, env Env, c Call) error {
 	id := env.PendingApproval(c.Lane)
 	if id == "" {
-		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
+		return ErrNoApproval.New()
 	}
 	v := "once"
 	switch strings.ToLower(c.Args) {
@@ -97,7 +97,7 @@ func cmdApprove(ctx context.Context, env Env, c Call) error {
 	case "session", "always":
 		v = strings.ToLower(c.Args)
 	default:
-		return core.Errorf(core.CodeUnsupported, "use /approve, /approve session or /approve always")
+		return ErrApproveUsage.New()
 	}
 	return env.SelectPicker(ctx, c.From, id, v)
 }
@@ -105,7 +105,7 @@ func cmdApprove(ctx context.Context, env Env, c Call) error {
 func cmdDeny(ctx context.Context, env Env, c Call) error {
 	id := env.PendingApproval(c.Lane)
 	if id == "" {
-		return core.Errorf(core.CodeNotFound, "no command is waiting for approval here")
+		return ErrNoApproval.New()
 	}
 	return env.SelectPicker(ctx, c.From, id, "deny")
 }
@@ -116,7 +116,7 @@ func cmdStop(ctx context.Context, env Env, c Call) error {
 		return env.Stop(ctx, hub.Caller{}, c.Lane)
 	case "all":
 	default:
-		return core.Errorf(core.CodeUnsupported, "use /stop (the running turn) or /stop all (and the queued messages)")
+		return ErrStopUsage.New()
 	}
 	// The queue first: stopping the turn would start the next one.
 	n, err := env.DropQueued(ctx, c.Lane)
@@ -139,14 +139,14 @@ func plural(n int) string {
 
 func cmdSteer(ctx context.Context, env Env, c Call) error {
 	if c.Args == "" {
-		return core.Errorf(core.CodeUnsupported, "usage: /steer <text>")
+		return ErrSteerUsage.New()
 	}
 	return env.Steer(ctx, hub.Caller{Conn: c.From.Conn}, c.Lane, c.Args)
 }
 
 func cmdQueue(ctx context.Context, env Env, c Call) error {
 	if c.Args == "" {
-		return core.Errorf(core.CodeUnsupported, "usage: /queue <text>")
+		return ErrQueueUsage.New()
 	}
 	return env.Send(ctx, hub.Caller{Conn: c.From.Conn}, c.Lane, c.Args)
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/irisgate/irisgate/hub"
 )
 
+// ErrPickerChoice refuses a selection that is none of the picker's choices.
+var ErrPickerChoice = core.NewKind("picker_choice_unknown", core.CodeUnsupported, "%q is not one of this picker's choices")
+
 // Pickers are prompts waiting for a person's choice. They are outboxed, so
 // a device that reconnects re-renders one still pending, but what waits on
 // them lives in memory: after a restart a selection is stale, a no-op.
@@ -116,7 +119,7 @@ func (r *Runner) SelectPicker(ctx context.Context, from hub.Caller, pickerID, va
 		return nil
 	}
 	if !pk.valid(value) {
-		return core.Errorf(core.CodeUnsupported, "%q is not one of this picker's choices", value)
+		return ErrPickerChoice.New(value)
 	}
 	if r.closePicker(pickerID, value) == nil {
 		return nil // answered meanwhile from another device

@@ -103,9 +103,10 @@ const MaxQueued = 32
 // ErrShuttingDown refuses new turns during shutdown.
 var ErrShuttingDown = core.NewKind("shutting_down", core.CodeUnsupported, "the gateway is shutting down")
 
-// ErrQueueFull refuses a message when its lane's queue is full.
-var ErrQueueFull = core.Errorf(core.CodeRateLimited,
-	"%d messages already wait in this chat for the agent: wait for them, or send /stop all to stop the turn and drop them", MaxQueued)
+// ErrQueueFull refuses a message when its lane's queue is full (of
+// MaxQueued).
+var ErrQueueFull = core.NewKind("lane_queue_full", core.CodeRateLimited,
+	"%d messages already wait in this chat for the agent: wait for them, or send /stop all to stop the turn and drop them")
 
 // Pending is a turn waiting in its lane.
 type Pending struct {
@@ -228,7 +229,7 @@ func (r *Runner) Reserve(lk core.Lane, token string) (*Slot, error) {
 	l := r.lanes[lk]
 	if l != nil && l.queuedLocked() >= MaxQueued {
 		r.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return nil, ErrQueueFull
+		return nil, ErrQueueFull.New(MaxQueued)
 	}
 	slot, err := r.takeSlotLocked(token, false)
 	if err != nil {
