@@ -32,7 +32,7 @@ func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.
 
 func damage(t *testing.T, dir, q string, args ...any) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, server.DBFile))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, server.DBFile)+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func TestUndecodableRegistrationBacksOff(t *testing.T) {
 	bg := context.Background()
 	st.SeeDevice(bg, store.Device{ID: "bad", NtfyTopic: "bad-topic"})
 	st.SeeDevice(bg, store.Device{ID: "ok", NtfyTopic: "ok-topic"})
-	raw, err := sql.Open("sqlite", path)
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)") // the store's indexer may hold the writer
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestATokenDeletedByHandEndsItsDevicesPushes(t *testing.T) {
 	tablet.Expect("message.stop", nil)
 	// Both pushes wait out their hold; the token goes meanwhile.
 	waitPending(t, g, 2)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(g.Dir, server.DBFile))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(g.Dir, server.DBFile)+"?_pragma=busy_timeout(10000)") // a hand edit beside the running gateway waits its turn
 	if err != nil {
 		t.Fatal(err)
 	}

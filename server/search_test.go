@@ -274,7 +274,7 @@ func TestDeleteChannelLeavesNoTrace(t *testing.T) {
 	}
 	// Nor in the file's bytes: deleted rows and index entries are
 	// overwritten, not just unlinked (once the WAL is checkpointed).
-	rw, err := sql.Open("sqlite", "file:"+filepath.Join(g.Dir, server.DBFile))
+	rw, err := sql.Open("sqlite", "file:"+filepath.Join(g.Dir, server.DBFile)+"?_pragma=busy_timeout(10000)") // a hand edit beside the running gateway waits its turn
 	if err != nil {
 		t.Fatal(err)
 	}

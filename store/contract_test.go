@@ -55,7 +55,7 @@ func (h *sqliteHarness) Residue(ctx context.Context, messageID string) (map[stri
 
 // CorruptEvent overwrites the frame's body with bytes that are no record.
 func (h *sqliteHarness) CorruptEvent(ctx context.Context, cursor int64) error {
-	db, err := sql.Open("sqlite", "file:"+h.path)
+	db, err := sql.Open("sqlite", "file:"+h.path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		return err
 	}
