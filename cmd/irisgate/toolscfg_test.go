@@ -73,7 +73,7 @@ func TestConfigMCPErrors(t *testing.T) {
 		f := filepath.Join(t.TempDir(), "irisgate.toml")
 		os.WriteFile(f, []byte(c.toml), 0o600)
 		var cli CLI
-		p, _ := kong.New(&cli, kong.Configuration(tomlLoader), kong.Exit(func(int) { t.Fatal("exit") }))
+		p, _ := kong.New(&cli, kong.Configuration(tomlLoader), defaults(), kong.Exit(func(int) { t.Fatal("exit") }))
 		if _, err := p.Parse([]string{"--config", f, "serve"}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.toml, err, c.want)
 		}
