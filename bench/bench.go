@@ -129,6 +129,7 @@ type Options struct {
 	RatioStorm      int           // devices connecting at once (1,000; quick 50)
 	RatioIdle       int           // idle connections for RSS (5,000; quick 50)
 	RatioReply      int           // bytes of the streamed reply (12,000; quick 1,200)
+	RatioDeflate    bool          // fan-out and HTTP watchers offer permessage-deflate
 	// ChildCmd makes the command of a child gateway of the ratios
 	// scenario from its spec (default: this executable's "bench --child").
 	ChildCmd func(spec string) (*exec.Cmd, error)

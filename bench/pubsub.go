@@ -82,9 +82,14 @@ func (w *watcher) reset() {
 	w.mu.Unlock()
 }
 
-// watch connects n watchers reporting against clock.
-func watch(ctx context.Context, url string, n int, clock *atomic.Pointer[pubClock]) ([]*watcher, error) {
-	raws, err := dialMany(ctx, url, n, 32, func(i int) string { return fmt.Sprintf("watch-%04d", i) })
+// watch connects n watchers reporting against clock (offering
+// permessage-deflate when deflate is set).
+func watch(ctx context.Context, url string, n int, clock *atomic.Pointer[pubClock], deflate bool) ([]*watcher, error) {
+	dial := dialRaw
+	if deflate {
+		dial = dialDeflate
+	}
+	raws, err := dialManyWith(ctx, url, n, 32, func(i int) string { return fmt.Sprintf("watch-%04d", i) }, dial)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +283,7 @@ func pubRun(ctx context.Context, o *Options, watchers, publishes, window int, fn
 	}
 	defer child.stop()
 	var clock atomic.Pointer[pubClock]
-	ws, err := watch(ctx, child.url, watchers, &clock)
+	ws, err := watch(ctx, child.url, watchers, &clock, o.RatioDeflate)
 	if err != nil {
 		return st, err
 	}
@@ -349,7 +354,7 @@ func httpPublish(ctx context.Context, o *Options, watchers, posters int, d time.
 	}
 	defer child.stop()
 	var clock atomic.Pointer[pubClock]
-	ws, err := watch(ctx, child.url, watchers, &clock)
+	ws, err := watch(ctx, child.url, watchers, &clock, o.RatioDeflate)
 	if err != nil {
 		return st, err
 	}

@@ -319,16 +319,23 @@ func runRatioMode(ctx context.Context, o *Options, mode string, b *baselines, wr
 			{Mode: name, Metric: "warm", Value: msec(warm), Unit: "ms", Base: msec(b.storm), BaseOf: of, Note: "the same devices again"},
 		}, nil
 	case ModeIdle:
-		gw, err := idleRSS(ctx, o, childIrisgate, o.RatioIdle)
+		gw, err := idleRSS(ctx, o, childIrisgate, o.RatioIdle, false)
 		if err != nil {
 			return nil, err
 		}
-		bare, err := idleRSS(ctx, o, childBare, o.RatioIdle)
+		gwDeflate, err := idleRSS(ctx, o, childIrisgate, o.RatioIdle, true)
 		if err != nil {
 			return nil, err
 		}
-		return []Row{{Mode: fmt.Sprintf("idle connections (%s)", commas(int64(o.RatioIdle))), Metric: "RSS per connection", Value: gw / 1024, Unit: "KiB",
-			Base: bare / 1024, BaseOf: "bare server", Note: "the bare server is a naive one, not a floor"}}, nil
+		bare, err := idleRSS(ctx, o, childBare, o.RatioIdle, false)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("idle connections (%s)", commas(int64(o.RatioIdle)))
+		return []Row{{Mode: name, Metric: "RSS per connection", Value: gw / 1024, Unit: "KiB",
+			Base: bare / 1024, BaseOf: "bare server", Note: "the bare server is a naive one, not a floor"},
+			{Mode: name, Metric: "RSS per connection, deflate offered", Value: gwDeflate / 1024, Unit: "KiB",
+				Base: bare / 1024, BaseOf: "bare server", Note: "each device offers permessage-deflate, as browsers do"}}, nil
 	case ModeWire:
 		child, err := startChild(ctx, o, childIrisgate, 0)
 		if err != nil {

@@ -129,8 +129,9 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 
 // idleRSS opens n idle connections to a fresh child of mode and returns the
 // child's resident memory per connection (bytes). Each Iris device says
-// hello; each bare one sends one message and gets its echo.
-func idleRSS(ctx context.Context, o *Options, mode string, n int) (float64, error) {
+// hello (offering permessage-deflate when deflate is set, as browsers do);
+// each bare one sends one message and gets its echo.
+func idleRSS(ctx context.Context, o *Options, mode string, n int, deflate bool) (float64, error) {
 	child, err := startChild(ctx, o, mode, 0)
 	if err != nil {
 		return 0, err
@@ -139,6 +140,9 @@ func idleRSS(ctx context.Context, o *Options, mode string, n int) (float64, erro
 	dial := dialRaw
 	if mode == childBare {
 		dial = dialBare
+	}
+	if deflate {
+		dial = dialDeflate
 	}
 	settle := time.Second
 	if o.Quick {
@@ -183,6 +187,12 @@ func idleRSS(ctx context.Context, o *Options, mode string, n int) (float64, erro
 		}
 	}
 	return float64(after.rss-before.rss) / float64(n), nil
+}
+
+// dialDeflate is dialRaw offering permessage-deflate.
+func dialDeflate(ctx context.Context, url, id string) (*rawDev, error) {
+	d, _, _, err := dialRawOpts(ctx, url, id, &websocket.DialOptions{CompressionMode: websocket.CompressionContextTakeover})
+	return d, err
 }
 
 // dialBare connects to the bare server and makes one round trip.

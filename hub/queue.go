@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Out is one frame waiting to be written to a connection.
@@ -58,6 +59,13 @@ type queue struct {
 	// finds nothing to do.
 	start   func()
 	running bool
+
+	// Pacing of keyed frames (pace.go), made on the first one.
+	lanes   map[string]*lane
+	held    int // lanes holding a frame
+	timer   *time.Timer
+	timerAt time.Time        // when timer fires; zero when it is not armed
+	now     func() time.Time // nil: time.Now (tests stop the clock)
 }
 
 func newQueue(maxItems, maxBytes int) *queue {
@@ -118,6 +126,12 @@ func (q *queue) push(o Out) bool {
 			q.noteSent(o)
 			return true
 		}
+		if q.paceLocked(o) {
+			q.noteSent(o)
+			return true
+		}
+	} else if q.held > 0 {
+		q.releaseAllLocked()
 	}
 	if len(q.items) >= q.maxItems || q.bytes+q.charge(o) > q.maxBytes {
 		q.closeLocked(ErrSlow)
@@ -180,6 +194,7 @@ func (q *queue) next(buf []Out) ([]Out, error) {
 		// Idle from now on, perhaps for hours: keep no arrays sized for
 		// the last burst.
 		q.items, q.keys = nil, nil
+		q.forgetLanesLocked()
 	}
 	q.mu.Unlock()
 	return buf[:0], err
@@ -277,6 +292,10 @@ func (q *queue) closeLocked(err error) {
 		return
 	}
 	q.closed = err
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.lanes, q.held = nil, 0 // held frames are intermediate: nothing is lost
 	if errors.Is(err, ErrSlow) || errors.Is(err, ErrReplaced) {
 		// Nobody will read these: the device recovers them with sync.
 		clear(q.items)

@@ -45,6 +45,10 @@ type Config struct {
 	// web origins besides our own whose pages may connect.
 	TrustedProxies []netip.Prefix
 	AllowedOrigins []string
+
+	// NoDeflate refuses permessage-deflate (see deflate.go); by default it
+	// is negotiated with every client that offers it (DefaultDeflate).
+	NoDeflate bool
 }
 
 // The defaults of Config, which the command line's flags show too.
@@ -59,6 +63,8 @@ const (
 	DefaultMaxRequestsPerAddr = 32
 	DefaultMaxBuffered        = 64 << 20 // at least the largest frame of either dialect
 	DefaultFrameGrace         = 10 * time.Second
+	// DefaultDeflate: answer a client's permessage-deflate offer.
+	DefaultDeflate = true
 	// DefaultShutdownWait bounds a graceful shutdown (the context given to
 	// App.Close): turns end with their text kept, then slow peers are cut.
 	DefaultShutdownWait = 10 * time.Second

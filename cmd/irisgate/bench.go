@@ -47,6 +47,7 @@ type BenchCmd struct {
 	RatioStorm      int           `help:"Ratios: devices connecting and syncing at once (default 1000; quick 50)."`
 	RatioIdle       int           `help:"Ratios: idle connections for RSS per connection (default 5000; quick 50)."`
 	RatioReplyBytes int           `help:"Ratios: bytes of the streamed reply counted on the wire (default 12000; quick 1200)."`
+	RatioDeflate    bool          `help:"Ratios: the devices watching fan-out and HTTP posts offer permessage-deflate (as browsers do)."`
 	BaselineBin     string        `help:"Floods: also run each flood against the irisgate binary at this path, first (before/after in one run)." type:"path"`
 
 	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
@@ -81,7 +82,7 @@ func (c *BenchCmd) Run() error {
 		SearchMessages: c.SearchMessages, SearchQueries: c.SearchQueries, MediaSize: c.MediaSize,
 		RatioModes: modes, RatioDevices: c.RatioDevices, RatioPublishes: c.RatioPublishes, RatioPacedRates: c.RatioPacedRates,
 		RatioDuration: c.RatioDuration, RatioPosters: c.RatioPosters, RatioHandshakes: c.RatioHandshakes, RatioMissed: c.RatioMissed,
-		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes,
+		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes, RatioDeflate: c.RatioDeflate,
 		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
 	}
 	if c.GatewayLog {

@@ -27,6 +27,7 @@ func defaults() kong.Vars {
 		"hello_timeout":       duration(server.DefaultHelloTimeout),
 		"ping_interval":       duration(server.DefaultPingInterval),
 		"shutdown_wait":       duration(server.DefaultShutdownWait),
+		"deflate":             strconv.FormatBool(server.DefaultDeflate),
 		"max_conns_per_token": strconv.Itoa(gateway.DefaultConnsPerToken),
 		"max_media":           strconv.Itoa(media.DefaultMaxSize),
 		"mobile_prompt_ttl":   duration(mobile.DefaultPromptTTL),

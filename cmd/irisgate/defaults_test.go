@@ -34,6 +34,7 @@ func TestServeDefaultsAreThePackages(t *testing.T) {
 		{"--hello-timeout", "HelloTimeout", cfg.Server.HelloTimeout, server.DefaultHelloTimeout},
 		{"--ping-interval", "PingInterval", cfg.Server.PingInterval, server.DefaultPingInterval},
 		{"--shutdown-wait", "ShutdownWait", s.ShutdownWait, server.DefaultShutdownWait},
+		{"--deflate", "Deflate", !cfg.Server.NoDeflate, server.DefaultDeflate},
 		{"--max-connections-per-token", "MaxConnsPerToken", cfg.Bounds.ConnsPerToken, gateway.DefaultConnsPerToken},
 		{"--max-media", "MaxMedia", cfg.Media.MaxSize, int64(media.DefaultMaxSize)},
 		{"--mobile-prompt-ttl", "MobilePromptTTL", cfg.Server.Mobile.PromptTTL, mobile.DefaultPromptTTL},
@@ -89,6 +90,9 @@ func parseLike(t *testing.T, s string, like any) any {
 	case int:
 		n, _ := strconv.Atoi(s)
 		return n
+	case bool:
+		b, _ := strconv.ParseBool(s)
+		return b
 	}
 	t.Fatalf("no parser for %T", like)
 	return nil

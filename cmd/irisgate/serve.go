@@ -37,6 +37,7 @@ type ServeCmd struct {
 	HelloTimeout     time.Duration `help:"How long a new connection has to send hello." default:"${hello_timeout}" env:"IRISGATE_HELLO_TIMEOUT"`
 	PingInterval     time.Duration `help:"WebSocket ping interval; a peer that misses a ping is closed." default:"${ping_interval}" env:"IRISGATE_PING_INTERVAL"`
 	ShutdownWait     time.Duration `help:"How long a graceful shutdown waits for turns and peers." default:"${shutdown_wait}" env:"IRISGATE_SHUTDOWN_WAIT"`
+	Deflate          bool          `help:"Compress frames (permessage-deflate) for clients that offer it." default:"${deflate}" negatable:"" env:"IRISGATE_DEFLATE"`
 	MaxConnsPerToken int           `name:"max-connections-per-token" help:"Live connections one token may have at once (devices sharing a token share them)." default:"${max_conns_per_token}" env:"IRISGATE_MAX_CONNECTIONS_PER_TOKEN"`
 	TrustFlags
 	PublicURL string `help:"The web app's address as devices reach it, when that is not this machine's (behind a reverse proxy: https://iris.example.com/); pairing links use it." env:"IRISGATE_PUBLIC_URL"`
@@ -147,7 +148,7 @@ func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig 
 			Bounds: gateway.Bounds{ConnsPerToken: c.MaxConnsPerToken}},
 		Push:  c.PushFlags.config(),
 		Media: media.Limits{MaxSize: c.MaxMedia},
-		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval,
+		Server: server.Config{MaxFrame: c.MaxFrame, HelloTimeout: c.HelloTimeout, PingInterval: c.PingInterval, NoDeflate: !c.Deflate,
 			Mobile: mobile.Settings{DeliverTokens: c.DeliverTokens, AllowedDevices: c.MobileAllowedDevices, ExtraTokens: c.MobileExtraTokens,
 				HomeDevice: c.MobileHomeDevice, AvatarURL: c.MobileAvatarURL, PromptTTL: c.MobilePromptTTL}},
 	}
