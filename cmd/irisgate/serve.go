@@ -40,6 +40,7 @@ type ServeCmd struct {
 	AgentFlags
 	PushFlags
 	MobileFlags
+	VoiceFlags
 }
 
 // TrustFlags say whom the gateway believes about where a request comes
@@ -89,7 +90,15 @@ func (c *ServeCmd) Run(cli *CLI) error {
 		return err
 	}
 	defer c.AgentFlags.closeTools() // after the gateway: no turn calls them then
+	stt, err := c.VoiceFlags.transcriber(log, &c.AgentFlags)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	cfg := c.appConfig(log, ag)
+	if stt != nil {
+		cfg.STT = stt
+	}
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()
 	cfg.Listen, cfg.PublicURL = ln.Addr().String(), c.PublicURL
