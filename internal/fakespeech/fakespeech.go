@@ -149,3 +149,51 @@ func (s *STT) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"text": text})
 	}
 }
+
+// Speech is one request the fake TTS took.
+type Speech struct{ Model, Input, Voice, Format string }
+
+// TTS is a fake POST /v1/audio/speech: a JSON body, answered with a real
+// WAV (response_format wav; others get OpenAI's 400 here, the fake makes
+// only WAV) of ten samples per character of input.
+type TTS struct {
+	mu   sync.Mutex
+	reqs []Speech
+}
+
+// Requests are the speech requests taken so far.
+func (s *TTS) Requests() []Speech {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Speech(nil), s.reqs...)
+}
+
+func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/audio/speech" {
+		openAIError(w, http.StatusNotFound, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+		return
+	}
+	var sp struct {
+		Model  string `json:"model"`
+		Input  string `json:"input"`
+		Voice  string `json:"voice"`
+		Format string `json:"response_format"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&sp); err != nil || sp.Model == "" || sp.Voice == "" || sp.Input == "" {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "model, input and voice are required")
+		return
+	}
+	if len([]rune(sp.Input)) > 4096 {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "string too long. Expected a string with maximum length 4096")
+		return
+	}
+	if sp.Format != "wav" {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "this fake speaks wav only")
+		return
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, Speech{sp.Model, sp.Input, sp.Voice, sp.Format})
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "audio/wav")
+	w.Write(WAV(24000, 10*len([]rune(sp.Input))))
+}
