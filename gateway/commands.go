@@ -75,6 +75,11 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		req.Lane.ThreadID = th.ChatID
 	}
 	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
+	var voiceNote string
+	if !isCmd && strings.TrimSpace(req.Text) == "" && len(refs) > 0 {
+		// After the parse: a transcript never runs as a slash command.
+		m.Text, voiceNote = g.transcribe(ctx, from.DeviceID(), req.Lane, refs)
+	}
 	var slot *turn.Slot
 	if !isCmd {
 		// Full bounds refuse the message before anything is stored, the
@@ -116,6 +121,9 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	if isCmd {
 		slash.Run(ctx, slashEnv{g}, from, m.Lane, name, args)
 		return nil
+	}
+	if voiceNote != "" {
+		g.systemMessage(ctx, m.Lane, voiceNote)
 	}
 	if err := g.turns.EnqueueReserved(turn.Pending{Msg: m, Origin: from.Conn, Slot: slot}); err != nil && !errors.Is(err, turn.ErrShuttingDown) {
 		return err

@@ -66,6 +66,9 @@ type Config struct {
 	// thread's first question and reply would go to that provider (maybe a
 	// cloud one) without the person having chosen it.
 	AutoTitleHermes bool
+	// STT transcribes recordings people send (nil: they reach the agent
+	// as files, and each lane is told once). See voice.go.
+	STT Transcriber
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -97,6 +100,7 @@ type Gateway struct {
 	skipped skippedRows
 
 	presence presence // who connects and leaves (devices.go)
+	voice    voiceNotes
 }
 
 // New makes a gateway. Call Run to start it.

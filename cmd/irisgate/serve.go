@@ -45,6 +45,7 @@ type ServeCmd struct {
 	Durability store.Durability `help:"normal: a power loss or OS crash may undo the newest commits (a crash of irisgate loses nothing); full: every commit is synced to the disk, at the cost of an fsync each (README: Durability)." default:"normal" enum:"normal,full" env:"IRISGATE_DURABILITY"`
 	PushFlags
 	MobileFlags
+	VoiceFlags
 }
 
 // TrustFlags say whom the gateway believes about where a request comes
@@ -97,7 +98,15 @@ func (c *ServeCmd) Run(cli *CLI) error {
 		return err
 	}
 	defer c.AgentFlags.closeTools() // after the gateway: no turn calls them then
+	stt, err := c.VoiceFlags.transcriber(log, &c.AgentFlags)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	cfg := c.appConfig(log, ag)
+	if stt != nil {
+		cfg.STT = stt
+	}
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()
 	cfg.Listen, cfg.PublicURL = ln.Addr().String(), c.PublicURL

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/irisgate/irisgate/voice"
+)
+
+// VoiceFlags configure speech: recordings transcribed through an
+// OpenAI-compatible /v1/audio/transcriptions endpoint (README: "Voice").
+type VoiceFlags struct {
+	STTURL      string        `name:"stt-url" help:"OpenAI-compatible speech-to-text endpoint (base like http://127.0.0.1:8080/v1, or the full …/audio/transcriptions URL): voice messages are transcribed through it. None: the agent gets recordings as files." env:"IRISGATE_STT_URL" group:"Voice"`
+	STTModel    string        `name:"stt-model" help:"Transcription model (whisper-1, gpt-4o-mini-transcribe, Systran/faster-whisper-small…; whisper.cpp ignores it)." default:"whisper-1" env:"IRISGATE_STT_MODEL" group:"Voice"`
+	STTKey      string        `name:"stt-key" help:"API key of the speech endpoints (default: --api-key when they are on the model's host; local servers need none)." env:"IRISGATE_STT_KEY" group:"Voice"`
+	STTLanguage string        `name:"stt-language" help:"ISO-639-1 language of the recordings (empty: the server detects it)." env:"IRISGATE_STT_LANGUAGE" group:"Voice"`
+	STTTimeout  time.Duration `name:"stt-timeout" help:"Longest one transcription may take; the message then goes with its recording only." default:"2m" env:"IRISGATE_STT_TIMEOUT" group:"Voice"`
+}
+
+// speechKey is the key sent to a speech endpoint at endpoint: the one set
+// for speech, else the model's own, but only to the model's host (a key
+// for one provider is not handed to another server).
+func speechKey(explicit, endpoint string, a *AgentFlags) string {
+	if explicit != "" {
+		return explicit
+	}
+	e, err1 := url.Parse(endpoint)
+	m, err2 := url.Parse(a.BaseURL)
+	if err1 == nil && err2 == nil && e.Host != "" && e.Host == m.Host && e.Scheme == m.Scheme {
+		return a.APIKey
+	}
+	return ""
+}
+
+// transcriber is the STT client the flags describe, nil without a URL.
+func (f *VoiceFlags) transcriber(log *slog.Logger, a *AgentFlags) (*voice.STT, error) {
+	if f.STTURL == "" {
+		return nil, nil
+	}
+	s, err := voice.NewSTT(voice.STTConfig{URL: f.STTURL, Model: f.STTModel, Key: speechKey(f.STTKey, f.STTURL, a),
+		Language: f.STTLanguage, Timeout: f.STTTimeout})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("speech to text", "url", s.URL(), "model", f.STTModel)
+	return s, nil
+}

@@ -1,0 +1,72 @@
+package voice
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/irisgate/irisgate/internal/fakespeech"
+)
+
+func TestSpeakReturnsTheServersAudio(t *testing.T) {
+	fake := &fakespeech.TTS{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	s, err := NewTTS(TTSConfig{URL: srv.URL + "/v1", Model: "tts-1", Voice: "nova", Format: "wav"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audio, mt, ext, err := s.Speak(context.Background(), "Hello there.")
+	if err != nil || mt != "audio/wav" || ext != "wav" {
+		t.Fatalf("Speak: %s %s %v", mt, ext, err)
+	}
+	if rate, n, err := fakespeech.ParseWAV(audio); err != nil || rate != 24000 || n != 120 {
+		t.Fatalf("the audio: %d Hz, %d samples, %v", rate, n, err)
+	}
+	if r := fake.Requests(); len(r) != 1 || r[0] != (fakespeech.Speech{Model: "tts-1", Input: "Hello there.", Voice: "nova", Format: "wav"}) {
+		t.Fatalf("the server got %+v", r)
+	}
+	// Bounds: too much to say in one request, too much audio back.
+	if _, _, _, err := s.Speak(context.Background(), strings.Repeat("a", MaxSpeechInput+1)); err == nil {
+		t.Fatal("an input over the limit was sent")
+	}
+	small, _ := NewTTS(TTSConfig{URL: srv.URL + "/v1", Format: "wav", MaxAudio: 100})
+	if _, _, _, err := small.Speak(context.Background(), "Hello there."); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized audio: %v", err)
+	}
+	// The server's refusal is said in its words.
+	mp3, _ := NewTTS(TTSConfig{URL: srv.URL + "/v1", Format: "mp3"})
+	if _, _, _, err := mp3.Speak(context.Background(), "Hi."); err == nil || !strings.Contains(err.Error(), "wav only") {
+		t.Fatalf("refused: %v", err)
+	}
+	if _, err := NewTTS(TTSConfig{URL: srv.URL, Format: "midi"}); err == nil {
+		t.Fatal("a format OpenAI does not list was taken")
+	}
+}
+
+func TestSplitterSpeaksSentencesAsTheyStream(t *testing.T) {
+	s := Splitter{MinPiece: 10}
+	var got []string
+	for _, piece := range []string{"Hi. This is the first", " sentence. And here", " comes the second one! Tail"} {
+		got = append(got, s.Add(piece)...)
+	}
+	want := []string{"Hi. This is the first sentence.", "And here comes the second one!"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("pieces %q", got)
+	}
+	if rest := s.Flush(); rest != "Tail" {
+		t.Fatalf("flush %q", rest)
+	}
+	// No sentence end at all: cut at a space below the request limit.
+	long := strings.Repeat("word ", MaxSpeechInput)
+	pieces := s.Add(long)
+	for _, p := range pieces {
+		if n := len([]rune(p)); n > MaxSpeechInput || n == 0 {
+			t.Fatalf("a piece of %d characters", n)
+		}
+	}
+	if len(pieces) == 0 {
+		t.Fatal("nothing cut from an endless sentence")
+	}
+}
