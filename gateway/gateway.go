@@ -69,6 +69,9 @@ type Config struct {
 	// STT transcribes recordings people send (nil: they reach the agent
 	// as files, and each lane is told once). See voice.go.
 	STT Transcriber
+	// TTS speaks replies in lanes with /voice on (nil: replies stay
+	// text). See speak.go.
+	TTS Speaker
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes

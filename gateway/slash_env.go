@@ -146,4 +146,6 @@ func (e slashEnv) Agent() agent.Agent { return e.g.cfg.Agent }
 
 func (e slashEnv) Workdir() string { return turn.HomeRelative(e.g.cfg.Workdir) }
 
+func (e slashEnv) Speaks() bool { return e.g.cfg.TTS != nil }
+
 func (e slashEnv) Cron() agent.Cron { return agentCron{e.g} }

@@ -48,6 +48,10 @@ func (h turnHost) OfferFile(ctx context.Context, lk core.Lane, messageID, path s
 	return h.g.offerFile(ctx, lk, messageID, path)
 }
 
+func (h turnHost) SpeakReply(ctx context.Context, lk core.Lane, messageID, text string) ([]core.Media, error) {
+	return h.g.speakReply(ctx, lk, messageID, text)
+}
+
 func (h turnHost) WithPaths(ms []core.Media) []core.Media { return h.g.withPaths(ms) }
 
 func (h turnHost) Replied(lk core.Lane, user, reply core.Message) { h.g.autoTitle(lk, user, reply) }

@@ -103,9 +103,17 @@ func (c *ServeCmd) Run(cli *CLI) error {
 		ln.Close()
 		return err
 	}
+	tts, err := c.VoiceFlags.speaker(log, &c.AgentFlags)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	cfg := c.appConfig(log, ag)
 	if stt != nil {
 		cfg.STT = stt
+	}
+	if tts != nil {
+		cfg.TTS = tts
 	}
 	cfg.Server.TrustedProxies, cfg.Server.AllowedOrigins = proxies, c.AllowedOrigins
 	cfg.Push.WebApp = where.webApp()

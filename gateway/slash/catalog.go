@@ -44,6 +44,7 @@ func init() {
 		{Name: "/model", Description: "Switch model", ArgsHint: "[provider/model]", Category: "Configuration", run: cmdModel},
 		{Name: "/reasoning", Description: "Set reasoning effort, or show/hide reasoning", ArgsHint: "[none|minimal|low|medium|high|show|hide]", Category: "Configuration", run: cmdReasoning},
 		{Name: "/fast", Description: "Fast mode: minimal reasoning (and the fast model, when one is set)", ArgsHint: "[on|off]", Category: "Configuration", run: cmdFast},
+		{Name: "/voice", Description: "Speak the replies in this chat (text to speech)", ArgsHint: "[on|off]", Category: "Configuration", run: cmdVoice},
 		{Name: "/yolo", Description: "Ask nothing, for this session (toggle); the sandbox stays", Category: "Tools & Skills", run: cmdYolo},
 		{Name: "/approve", Description: "Approve the pending command", ArgsHint: "[session|always]", Category: "Tools & Skills", run: cmdApprove},
 		{Name: "/deny", Description: "Deny the pending command", Category: "Tools & Skills", run: cmdDeny},

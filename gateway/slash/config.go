@@ -152,3 +152,37 @@ func cmdFast(ctx context.Context, env Env, c Call) error {
 		{Value: "on", Label: "On", IsCurrent: s.Fast}, {Value: "off", Label: "Off", IsCurrent: !s.Fast},
 	}}, set)
 }
+
+// cmdVoice turns the lane's spoken replies on or off; alone it says the
+// state, and whether this gateway can speak at all.
+func cmdVoice(ctx context.Context, env Env, c Call) error {
+	s := env.Settings(ctx, c.Lane)
+	var note string
+	if !env.Speaks() {
+		note = " This gateway has no text-to-speech endpoint (irisgate serve --tts-url): replies stay text until one is set."
+	}
+	switch strings.ToLower(strings.TrimSpace(c.Args)) {
+	case "":
+		state := "off"
+		if s.Voice {
+			state = "on"
+		}
+		env.Reply(ctx, c.Lane, c.From, "Voice replies are "+state+" in this chat (/voice on|off)."+note)
+		return nil
+	case "on":
+		s.Voice = true
+	case "off":
+		s.Voice, note = false, ""
+	default:
+		return ErrVoiceUsage.New()
+	}
+	if err := env.SaveSettings(ctx, c.Lane, s); err != nil {
+		return err
+	}
+	if s.Voice {
+		env.Reply(ctx, c.Lane, c.From, "Voice replies on: each reply comes with its audio."+note)
+	} else {
+		env.Reply(ctx, c.Lane, c.From, "Voice replies off.")
+	}
+	return nil
+}

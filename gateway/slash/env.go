@@ -78,6 +78,8 @@ type Env interface {
 	Agent() agent.Agent
 	// Workdir is where tools run, as the person would write it (~/…).
 	Workdir() string
+	// Speaks says whether a text-to-speech endpoint is configured.
+	Speaks() bool
 	// Cron is the scheduled jobs, as the agent's cronjob tool sees them.
 	Cron() agent.Cron
 }

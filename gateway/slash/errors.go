@@ -19,5 +19,6 @@ var (
 	ErrStopUsage      = core.NewKind("stop_usage", core.CodeUnsupported, "use /stop (the running turn) or /stop all (and the queued messages)")
 	ErrSteerUsage     = core.NewKind("steer_usage", core.CodeUnsupported, "usage: /steer <text>")
 	ErrQueueUsage     = core.NewKind("queue_usage", core.CodeUnsupported, "usage: /queue <text>")
+	ErrVoiceUsage     = core.NewKind("voice_usage", core.CodeUnsupported, "use /voice on or /voice off")
 	ErrFastUsage      = core.NewKind("fast_usage", core.CodeUnsupported, "use /fast on or /fast off")
 )

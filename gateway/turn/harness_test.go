@@ -88,6 +88,10 @@ func (h *host) OfferFile(context.Context, core.Lane, string, string) (core.Media
 	return core.Media{}, core.Errorf(core.CodeUnsupported, "this gateway takes no media")
 }
 
+func (h *host) SpeakReply(context.Context, core.Lane, string, string) ([]core.Media, error) {
+	return nil, nil
+}
+
 func (h *host) WithPaths(ms []core.Media) []core.Media { return ms }
 
 func (h *host) Replied(_ core.Lane, _, reply core.Message) {

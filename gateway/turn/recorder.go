@@ -220,12 +220,20 @@ func (rec *recorder) Record(m agent.Msg) {
 // finish saves the reply, when one started, with its message.stop, and
 // returns it; ok is false when there was none or it could not be saved.
 // stopped marks a reply the turn did not finish (stopped, or failed).
-func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (reply core.Message, ok bool) {
+// speak (the lane's /voice) has a whole reply spoken first, its audio
+// listed with the files.
+func (rec *recorder) finish(stopped bool, latency float64, showReasoning, speak bool) (reply core.Message, ok bool) {
 	if !rec.started || rec.startErr != nil {
 		return reply, false
 	}
 	t := rec.t
 	id, text := t.snapshot()
+	var unspoken error
+	if speak && !stopped && strings.TrimSpace(text) != "" {
+		var spoken []core.Media
+		spoken, unspoken = rec.r.host.SpeakReply(rec.fin, rec.lk, id, text)
+		rec.files = append(rec.files, spoken...)
+	}
 	model := rec.model
 	if model == "" {
 		model = rec.r.cfg.Agent.Name()
@@ -248,6 +256,10 @@ func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (
 	}, &core.Event{Type: core.EvMessageStop, Lane: rec.lk, Message: &m})
 	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: deleted while streaming
 		rec.r.log.Error("turn: saving the reply", "lane", rec.lk.String(), "err", err)
+	}
+	if unspoken != nil {
+		rec.r.log.Warn("turn: speaking the reply", "lane", rec.lk.String(), "err", unspoken)
+		rec.r.SystemMessage(rec.fin, rec.lk, "🔇 The reply could not be spoken: "+unspoken.Error())
 	}
 	return m, err == nil
 }

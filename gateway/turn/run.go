@@ -50,7 +50,7 @@ func (r *Runner) runTurn(ctx context.Context, l *lane, t *turn, p Pending) []Pen
 	latency := time.Since(rec.start).Seconds()
 	r.cfg.Metrics.TurnLatency.Observe(latency)
 
-	if reply, ok := rec.finish(stopped || err != nil, latency, r.ShowReasoning(settings)); ok {
+	if reply, ok := rec.finish(stopped || err != nil, latency, r.ShowReasoning(settings), settings.Voice); ok {
 		r.host.Replied(lk, p.Msg, reply) // off the turn's path: it returns at once
 	}
 	if err != nil && !stopped {

@@ -71,6 +71,9 @@ type LaneSettings struct {
 	// Approvals is the lane's approval mode (agent.AskAll, AskOutside);
 	// "" the tools' default.
 	Approvals string `json:"approvals,omitempty"`
+	// Voice speaks the lane's replies (/voice). Added within version 1:
+	// a body without it reads as off, and an older irisgate ignores it.
+	Voice bool `json:"voice,omitempty"`
 }
 
 // EncodeLaneSettings encodes a lane's settings.
