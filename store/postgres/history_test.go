@@ -207,55 +207,6 @@ func TestSetDefaultMovesTheFlag(t *testing.T) {
 	}
 }
 
-// The scheduler fires a job only if nobody paused or rescheduled it since
-// it was read, and the writers of jobs touch only their own columns.
-func TestCronWritersKeepEachOthersChanges(t *testing.T) {
-	s := open(t)
-	t0 := time.UnixMilli(1_800_000_000_000)
-	j := store.CronJob{ID: "cron_1", Name: "daily", Schedule: "every 1h", Prompt: "sum up", ChatID: "default", Enabled: true, NextRun: t0, Created: t0}
-	if err := s.PutCronJob(bg, j); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PauseCronJob(bg, j.ID); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := s.FireCronJob(bg, j.ID, t0, t0, t0.Add(time.Hour), true); ok || err != nil {
-		t.Fatalf("fired a paused job: %v, %v", ok, err)
-	}
-	t1 := t0.Add(2 * time.Hour)
-	if err := s.SetCronState(bg, j.ID, true, t1); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _ := s.FireCronJob(bg, j.ID, t0, t0, t0.Add(time.Hour), true); ok {
-		t.Fatal("fired a job rescheduled since it was read")
-	}
-	if ok, err := s.FireCronJob(bg, j.ID, t1, t1, t1.Add(time.Hour), true); !ok || err != nil {
-		t.Fatalf("a due job did not fire: %v, %v", ok, err)
-	}
-	if err := s.SetCronErr(bg, j.ID, "model down"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PauseCronJob(bg, j.ID); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := s.CronJob(bg, j.ID)
-	if got.Name != "daily" || got.Prompt != "sum up" || got.Enabled || !got.LastRun.Equal(t1) || !got.NextRun.Equal(t1.Add(time.Hour)) || got.LastErr != "model down" {
-		t.Fatalf("job after the writers: %+v", got)
-	}
-	if err := s.PauseCronJob(bg, "cron_none"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("pausing an unknown job: %v", err)
-	}
-	if js, err := s.CronJobs(bg); err != nil || len(js) != 1 {
-		t.Fatalf("jobs %+v, %v", js, err)
-	}
-	if err := s.DeleteCronJob(bg, j.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteCronJob(bg, j.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("deleting twice: %v", err)
-	}
-}
-
 // Two schedulers (two replicas) race to fire the same run: one wins.
 func TestCronRunFiresOnceAcrossReplicas(t *testing.T) {
 	a := open(t)

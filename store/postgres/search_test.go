@@ -321,66 +321,6 @@ func TestSearchLimitAndSnippet(t *testing.T) {
 	}
 }
 
-// A search is paged newest first: each page holds the hits older than the
-// last one of the page before, More says whether there are more, and Total
-// counts them all, up to store.MaxSearchTotal.
-func TestSearchPages(t *testing.T) {
-	s := open(t)
-	lane := core.Lane{ChatID: "default"}
-	other := core.Lane{ChatID: "chan_b"}
-	write(t, s, func(tx store.Tx) error {
-		for i := range 1200 {
-			l := lane
-			if i >= 150 {
-				l = other
-			}
-			if err := tx.InsertMessage(core.Message{ID: fmt.Sprint("p", i), Lane: l, Role: core.RoleUser, Text: fmt.Sprint("needle ", i), TS: int64(i)}, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	var got []string
-	before := ""
-	for page := 0; ; page++ {
-		p, err := s.SearchPageBefore(bg, "needle", &lane, before, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := map[bool]int{true: 150, false: 0}[page == 0]; p.Total != want {
-			t.Fatalf("page %d: total %d, want %d (counted on the first page)", page, p.Total, want)
-		}
-		if len(p.Hits) != 50 || p.More != (page < 2) {
-			t.Fatalf("page %d: %d hits, more %v", page, len(p.Hits), p.More)
-		}
-		for _, h := range p.Hits {
-			got = append(got, h.MessageID)
-		}
-		if !p.More {
-			break
-		}
-		before = p.Hits[len(p.Hits)-1].MessageID
-	}
-	for i, id := range got {
-		if want := fmt.Sprint("p", 149-i); id != want {
-			t.Fatalf("hit %d is %s, want %s (newest first, each once)", i, id, want)
-		}
-	}
-	if p, err := s.SearchPageBefore(bg, "needle 7", &lane, "", 50); err != nil || p.Total != 1 || p.More || len(p.Hits) != 1 {
-		t.Fatalf("one hit: %+v, %v", p, err)
-	}
-	p, err := s.SearchPageBefore(bg, "needle", nil, "", 20)
-	if err != nil || p.Total != store.MaxSearchTotal || !p.More || len(p.Hits) != 20 || p.Hits[0].MessageID != "p1199" {
-		t.Fatalf("all lanes: total %d, more %v, %d hits (%v)", p.Total, p.More, len(p.Hits), err)
-	}
-	if _, err := s.SearchPageBefore(bg, "needle", nil, "m_nothing", 20); err != store.ErrNotFound {
-		t.Fatalf("an unknown before: %v", err)
-	}
-	if p, err := s.SearchPageBefore(bg, "!!", nil, "", 20); err != nil || len(p.Hits) != 0 || p.Total != 0 || p.More {
-		t.Fatalf("nothing searchable: %+v, %v", p, err)
-	}
-}
-
 func TestImportMessages(t *testing.T) {
 	s := open(t)
 	fill(t, s)
