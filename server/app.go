@@ -40,6 +40,14 @@ type AppConfig struct {
 	// or a PostgreSQL database's URL (postgres://…). DataDir holds the
 	// rest either way: media files, Web Push keys, the lock.
 	Store string
+	// Replica makes this gateway one of several serving one PostgreSQL
+	// database (issue 18): it shares the database's hold with the other
+	// replicas instead of taking it alone. Refused with SQLite.
+	Replica bool
+	// MediaDir holds the media files: DataDir/media unless set. Replicas
+	// share one directory (a volume every replica mounts): a file one
+	// replica stored is pulled through another.
+	MediaDir string
 
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
@@ -48,7 +56,7 @@ type AppConfig struct {
 	Server      Config
 	Push        PushConfig
 	// Media bounds uploads and the files the agent sends; the files live
-	// in DataDir/media. (It shadows gateway.Config's Media, the store
+	// in MediaDir. (It shadows gateway.Config's Media, the store
 	// Open makes with these limits.)
 	Media media.Limits
 	// AuthLimits bound token guessing.
@@ -87,8 +95,16 @@ type App struct {
 // DBFile is the database's name inside the data directory.
 const DBFile = datadir.DBFile
 
-// MediaDir is the content store's directory inside the data directory.
+// MediaDir is the content store's directory inside the data directory
+// (unless AppConfig.MediaDir names another).
 const MediaDir = "media"
+
+func (c AppConfig) mediaDir() string {
+	if c.MediaDir != "" {
+		return c.MediaDir
+	}
+	return filepath.Join(c.DataDir, MediaDir)
+}
 
 // Open opens the data directory (creating it), takes its lock (a second
 // gateway on one directory is refused with a *datadir.InUseError), opens
@@ -107,6 +123,9 @@ func Open(cfg AppConfig) (*App, error) {
 	kind, err := datadir.ParseStore(cfg.Store)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Replica && !kind.Postgres() {
+		return nil, errReplicaNeedsPostgres
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -156,7 +175,7 @@ func Open(cfg AppConfig) (*App, error) {
 		cfg.Server.NtfyServer = cfg.Push.NtfyServer
 	}
 	cfg.Server.WebPushKey = vapid
-	if a.Media, err = media.Open(filepath.Join(cfg.DataDir, MediaDir), st, cfg.Media, cfg.Log); err != nil {
+	if a.Media, err = media.Open(cfg.mediaDir(), st, cfg.Media, cfg.Log); err != nil {
 		return fail(fmt.Errorf("media directory: %w", err))
 	}
 	gcfg := cfg.Config

@@ -124,8 +124,8 @@ func testRestartKeepsEverything(t *testing.T, on ...func(*server.AppConfig)) {
 	a.Expect("agent.idle", nil)
 }
 
-// Two gateways on one database are refused until replicas are kept in
-// step (NATS): the second one's start says who serves the database and
+// Two gateways on one database are refused unless both are replicas
+// (AppConfig.Replica): the second one's start says who serves the database and
 // what to do, and the first one is unharmed. Once it stops, another data
 // directory cannot take its database either without giving up its own.
 func TestSecondGatewayOnOneDatabaseRefused(t *testing.T) {
@@ -202,4 +202,17 @@ func TestNULRefusedOnPostgres(t *testing.T) {
 	}
 	send(t, a, def, "plain text")
 	a.Expect("agent.idle", nil)
+}
+
+// Replicas need a database they can share: a SQLite file is refused at
+// once, before the directory is touched.
+func TestReplicaNeedsPostgres(t *testing.T) {
+	dir := t.TempDir()
+	_, err := server.Open(server.AppConfig{DataDir: dir, Token: "x", Replica: true})
+	if err == nil || !strings.Contains(err.Error(), "replicas share a PostgreSQL database") {
+		t.Fatalf("a replica on SQLite: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, server.DBFile)); !os.IsNotExist(err) {
+		t.Fatalf("the refused replica made a SQLite file: %v", err)
+	}
 }

@@ -58,7 +58,11 @@ func openStore(cfg AppConfig, kind datadir.Store) (*openedStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	hold, err := st.Serve(ctx, postgres.Who(cfg.DataDir))
+	serve := st.Serve
+	if cfg.Replica {
+		serve = st.ServeReplica
+	}
+	hold, err := serve(ctx, postgres.Who(cfg.DataDir))
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -72,6 +76,10 @@ func openStore(cfg AppConfig, kind datadir.Store) (*openedStore, error) {
 	}
 	return &openedStore{Store: st, kind: kind, serving: hold}, nil
 }
+
+// errReplicaNeedsPostgres refuses replicas on SQLite: its file belongs
+// to one process of one machine.
+var errReplicaNeedsPostgres = errors.New("replicas share a PostgreSQL database (--store postgres://…): a SQLite file serves one gateway")
 
 // storeOpenWait bounds connecting to PostgreSQL and migrating its schema
 // (a replica waits up to five minutes for another's migration).

@@ -16,14 +16,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// One gateway serves a database at a time, for now. Replicas sharing one
-// (issue 18) need what this irisgate does not have yet: NATS to deliver
-// one replica's frames to the devices of another, a lease per lane so a
-// lane never runs two turns at once, a claim on each push. Two gateways on
-// one database today would each see only their own devices' frames until
-// a sync, and could answer one message twice. The data directory's lock
+// A database is served by one gateway alone, or by replicas. Replicas
+// sharing one (issue 18) need what a lone gateway does not: NATS to
+// deliver one replica's frames to the devices of another, a lease per lane
+// so a lane never runs two turns at once, a claim on each push. A lone
+// gateway beside replicas would see only its own devices' frames until a
+// sync, and could answer one message twice. The data directory's lock
 // cannot stop that (two directories, one database), so the database
-// carries a lock of its own: a session advisory lock, held on a connection
+// carries a lock of its own: a session advisory lock (exclusive for a
+// lone gateway, shared among replicas), held on a connection
 // of its own for as long as the gateway serves. PostgreSQL drops it when
 // that session ends, however it ends (a crash, kill -9, a lost network),
 // so it never needs clearing by hand.
@@ -45,9 +46,22 @@ type ServedError struct {
 	// it to this user.
 	By, From string
 	Since    time.Time
+	// Replica says the refused gateway asked to be a replica (so the
+	// holder serves alone); otherwise the holder may be replicas.
+	Replica bool
 }
 
 func (e *ServedError) Error() string {
+	if e.Replica {
+		return "postgres: the database is served by " + e.who() + " alone, not as a replica: " +
+			"stop it and start every gateway on this database as a replica (--nats), or give this one a database of its own (--store)"
+	}
+	return "postgres: the database is served by " + e.who() + ": several gateways on one database must all be replicas " +
+		"(--nats: NATS keeps their devices in step, leases decide who answers a message); " +
+		"start this one as a replica, stop the other gateway first, or give this one a database of its own (--store)"
+}
+
+func (e *ServedError) who() string {
 	who := "another irisgate"
 	if e.By != "" {
 		who += " (" + e.By
@@ -59,9 +73,7 @@ func (e *ServedError) Error() string {
 		}
 		who += ")"
 	}
-	return "postgres: the database is served by " + who + ": several gateways on one database are not kept in step yet " +
-		"(each would see only its own devices' frames until they sync, and a message could be answered twice); " +
-		"stop the other gateway first, or give this one a database of its own (--store)"
+	return who
 }
 
 // goneWait bounds the wait for the session of a holder that has died.
@@ -90,8 +102,9 @@ func (e *ServedError) gone() bool {
 // Serving is a gateway's hold on its database (Serve). Close it when the
 // gateway stops.
 type Serving struct {
-	cfg *pgx.ConnConfig
-	log *slog.Logger
+	cfg    *pgx.ConnConfig
+	log    *slog.Logger
+	shared bool // a replica's hold: shared with the other replicas
 
 	mu   sync.Mutex
 	conn *pgx.Conn // nil while lost
@@ -109,9 +122,21 @@ type Serving struct {
 // While it is held, a session that dies (the server restarted, the
 // network dropped) is noticed within servingCheck and taken again.
 func (s *Store) Serve(ctx context.Context, who string) (*Serving, error) {
+	return s.serve(ctx, who, false)
+}
+
+// ServeReplica takes the database for one of several replicas: the same
+// lock taken shared, so replicas coexist while a gateway serving alone
+// (Serve) and replicas refuse each other. What keeps replicas in step is
+// theirs (NATS, leases); this only keeps a lone gateway out.
+func (s *Store) ServeReplica(ctx context.Context, who string) (*Serving, error) {
+	return s.serve(ctx, who, true)
+}
+
+func (s *Store) serve(ctx context.Context, who string, shared bool) (*Serving, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = appName(who)
-	h := &Serving{cfg: cfg, log: s.log, done: make(chan struct{})}
+	h := &Serving{cfg: cfg, log: s.log, shared: shared, done: make(chan struct{})}
 	// A holder that is a process of this host that no longer exists (a
 	// gateway killed and restarted at once) is waited for: its session
 	// ends a moment after it, when its backend notices.
@@ -166,21 +191,26 @@ func (h *Serving) take(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(1230129491, 1)`).Scan(&got); err != nil {
+	lock := `SELECT pg_try_advisory_lock(1230129491, 1)`
+	if h.shared {
+		lock = `SELECT pg_try_advisory_lock_shared(1230129491, 1)`
+	}
+	if err := conn.QueryRow(ctx, lock).Scan(&got); err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("postgres: taking the database: %w", err)
 	}
 	if got {
 		return conn, nil
 	}
-	e := &ServedError{}
+	e := &ServedError{Replica: h.shared}
 	var since *time.Time
 	// The holder's session, where this user may see it: PostgreSQL hides
 	// other roles' application names from an ordinary user.
 	err = conn.QueryRow(ctx, `SELECT COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), ''), a.backend_start
 		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1230129491 AND l.objid = 1 AND l.objsubid = 2
-		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&e.By, &e.From, &since)
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY a.backend_start LIMIT 1`).Scan(&e.By, &e.From, &since)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		h.log.Debug("postgres: who serves the database", "err", err)
 	}
@@ -256,7 +286,11 @@ func (h *Serving) Close() {
 			// connection closes, and a gateway started right after this
 			// one stopped would be refused meanwhile.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			h.conn.Exec(ctx, `SELECT pg_advisory_unlock(1230129491, 1)`)
+			unlock := `SELECT pg_advisory_unlock(1230129491, 1)`
+			if h.shared {
+				unlock = `SELECT pg_advisory_unlock_shared(1230129491, 1)`
+			}
+			h.conn.Exec(ctx, unlock)
 			h.conn.Close(ctx)
 			cancel()
 			h.conn = nil

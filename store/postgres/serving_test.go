@@ -60,6 +60,36 @@ func TestServeHoldsTheDatabase(t *testing.T) {
 	wantServed(t, err, "host-b")
 }
 
+// Replicas share the database; a lone gateway and replicas refuse each
+// other, each told what to do.
+func TestReplicasShareTheDatabase(t *testing.T) {
+	dsn := pgtest.DB(t)
+	a, b, c := openURL(t, dsn), openURL(t, dsn), openURL(t, dsn)
+	ra, err := a.ServeReplica(bg, "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ra.Close)
+	rb, err := b.ServeReplica(bg, "replica-b")
+	if err != nil {
+		t.Fatalf("a second replica: %v", err)
+	}
+	t.Cleanup(rb.Close)
+	_, err = c.Serve(bg, "alone")
+	wantServed(t, err, "irisgate serve replica-")
+	if !strings.Contains(err.Error(), "must all be replicas") {
+		t.Fatalf("a lone gateway beside replicas should be told they must all be replicas: %v", err)
+	}
+	ra.Close()
+	rb.Close()
+	serve(t, c, "alone")
+	_, err = a.ServeReplica(bg, "replica-a")
+	var se *ServedError
+	if !errors.As(err, &se) || !strings.Contains(se.By, "alone") || !strings.Contains(err.Error(), "alone, not as a replica") {
+		t.Fatalf("a replica beside a lone gateway: %v", err)
+	}
+}
+
 // A holding session that dies (the server restarted it, the network
 // dropped it) is taken again at the next check, unless another gateway
 // took the database meanwhile: then the check says so.
