@@ -109,8 +109,12 @@ func (p *SendPipe) Send(ctx context.Context, from Caller, req SendRequest) error
 	return nil
 }
 
-// Wait returns once every send queued so far is answered.
+// Wait returns once every send queued so far is answered. A nil pipe has
+// none (a connection makes its pipe at its first send).
 func (p *SendPipe) Wait() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	idle := p.idle
 	p.mu.Unlock()

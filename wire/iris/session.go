@@ -53,7 +53,8 @@ type Session struct {
 	wg       sync.WaitGroup
 	// pipe holds the message.send still committing: every other frame,
 	// and any error reply, waits for them (Handle), so pipelining changes
-	// nothing a device sees but the speed.
+	// nothing a device sees but the speed. Made at the first send (an
+	// idle connection pays nothing for it); read loop only.
 	pipe *gateway.SendPipe
 }
 
@@ -90,7 +91,6 @@ func Open(ctx context.Context, cfg Config, remoteAddr string, first []byte) (*Se
 	}
 	sctx, stop := context.WithCancel(context.Background())
 	s := &Session{cfg: cfg, conn: conn, token: grant.TokenID, ctx: sctx, stop: stop}
-	s.pipe = cfg.GW.NewSendPipe(s.failed)
 	push := cfg.Push
 	if push == "" {
 		push = "none"
@@ -161,6 +161,14 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 		s.sendError(id, e)
 	}
 	return env.Type, nil
+}
+
+// sends is the session's pipe, made at the first send.
+func (s *Session) sends() *gateway.SendPipe {
+	if s.pipe == nil {
+		s.pipe = s.cfg.GW.NewSendPipe(s.failed)
+	}
+	return s.pipe
 }
 
 // Settle returns once every send the session accepted is answered.
