@@ -223,7 +223,7 @@ func TestPipelinedSendsShareATransaction(t *testing.T) {
 	lanes := fourLanes(t, d)
 	release := holdWrites(t, g)
 	const n = gateway.MaxPipelined
-	before := bigBatches(m.CommitBatch, n/2)
+	before := bigBatches(m.CommitBatch, n/4)
 	pipeline(t, d, lanes, 100, n, func(i int) string { return fmt.Sprint("batched ", i) })
 	waitValue(t, "sends pipelined", gauge(m.Pipelined), n)
 	release()
@@ -232,10 +232,11 @@ func TestPipelinedSendsShareATransaction(t *testing.T) {
 			t.Fatalf("answer %d = %s", i, f.Raw)
 		}
 	}
-	// The first send may have been taken alone into the transaction that
-	// waited; the others were queued behind it and commit as one.
-	if got := bigBatches(m.CommitBatch, n/2) - before; got != 1 {
-		t.Fatalf("transactions of more than %d writes: %d, want 1", n/2, got)
+	// The transaction that waited holds the sends queued when it began
+	// (at least the first), the next one all the others: one of the two
+	// holds at least half of them. One at a time, none would hold two.
+	if got := bigBatches(m.CommitBatch, n/4) - before; got < 1 {
+		t.Fatalf("no transaction held more than %d writes", n/4)
 	}
 	waitValue(t, "sends pipelined", gauge(m.Pipelined), 0)
 }
