@@ -135,14 +135,20 @@ func sideBySide(ctx context.Context, o *Options) (r Result, lines []sbLine) {
 	r.setup("  message.send / one client pipelining publish, 64 in flight. HTTP: POST /api/send (bearer) / POST /api/publish (X-API-Key).")
 	r.setup("  Minimal round trip: Iris ping / Centrifugo rpc \"ping\" (protocol v2 has no client ping command; the extension is its")
 	r.setup("  cheapest request with a reply). Recovery: sync from a cursor / subscribe with recover from an offset and epoch.")
+	r.setup("  On the wire: an Iris frame is one WebSocket message (the spec), about 300 bytes here; Centrifugo puts several replies")
+	r.setup("  and pushes in one message, a line each, a push about 190 bytes. Deliveries count publications that reached a device.")
 	r.setup("Runs: %d accepted per row and server, interleaved Centrifugo, irisgate…; medians. A run while other processes took > %.0f%% of", s.Runs, 100*s.MaxOthers)
 	r.setup("  the CPU is redone up to %d times, then kept marked *. Ratio = irisgate / Centrifugo; others' CPU: Centrifugo's / irisgate's runs.", s.Redo)
 
+	if contains(o.RatioModes, ModeWire) {
+		r.note("the wire row (bytes per streamed reply) is irisgate's alone: Centrifugo streams no agent replies; see --scenarios ratios.")
+	}
 	for _, c := range sideCells(o) {
 		if ctx.Err() != nil {
 			break
 		}
-		runs, errs := runCell(ctx, o, c)
+		runs, attempts, errs := runCell(ctx, o, c)
+		r.note("%s, %s, each run: %s; %d attempts for %d runs", c.name, c.metrics[0].key, spread(runs, c.metrics[0]), attempts, len(runs[0])+len(runs[1]))
 		for _, e := range errs {
 			r.note("%s: %v", c.name, e)
 			r.Err = errors.Join(r.Err, fmt.Errorf("%s: %w", c.name, e))
@@ -175,8 +181,31 @@ func sideBySide(ctx context.Context, o *Options) (r Result, lines []sbLine) {
 	return r, lines
 }
 
-// runCell runs a cell's sides interleaved until each has s.Runs runs.
-func runCell(ctx context.Context, o *Options, c sbCell) (runs [2][]sbRun, errs []error) {
+// spread lists one metric's value in each run of each side.
+func spread(runs [2][]sbRun, m sbMetric) string {
+	var b strings.Builder
+	for side := range 2 {
+		if side > 0 {
+			b.WriteString(" · ")
+		}
+		b.WriteString(sideNames[side])
+		for i, run := range runs[side] {
+			sep := ", "
+			if i == 0 {
+				sep = " "
+			}
+			b.WriteString(sep + fmtUnit(run.vals[m.key], m.unit))
+			if run.noisy {
+				b.WriteString("*")
+			}
+		}
+	}
+	return b.String()
+}
+
+// runCell runs a cell's sides interleaved until each has s.Runs runs; it
+// returns them and how many runs it made in all.
+func runCell(ctx context.Context, o *Options, c sbCell) (runs [2][]sbRun, attempts int, errs []error) {
 	s := o.SideBySide
 	for i := range s.Runs {
 		for side := range 2 {
@@ -187,6 +216,7 @@ func runCell(ctx context.Context, o *Options, c sbCell) (runs [2][]sbRun, errs [
 					break
 				}
 				o.progress("sidebyside: %s, %s, run %d/%d, attempt %d", c.name, sideNames[side], i+1, s.Runs, attempt+1)
+				attempts++
 				cpu0 := readCPU()
 				vals, err := c.run[side](ctx)
 				others := othersShare(cpu0, readCPU())
@@ -208,7 +238,7 @@ func runCell(ctx context.Context, o *Options, c sbCell) (runs [2][]sbRun, errs [
 			}
 		}
 	}
-	return runs, errs
+	return runs, attempts, errs
 }
 
 // sideCells are the rows, sized by the ratio options.
