@@ -44,6 +44,10 @@ const (
 // outFiles are the files waiting to be sent on one connection.
 type outFiles struct {
 	d *Dialect
+	// voice, when set, is told on the sender's goroutine as each voice
+	// file starts (done false) and has gone or failed (done true): the
+	// codec's avatar speaks while they go.
+	voice func(m core.Media, done bool)
 
 	mu      sync.Mutex
 	pending []core.Media
@@ -58,15 +62,16 @@ func newOutFiles(d *Dialect) *outFiles {
 	return &outFiles{d: d, wake: make(chan struct{}, 1)}
 }
 
-// add queues a file unless it was queued lately. It never blocks.
-func (o *outFiles) add(m core.Media) {
+// add queues a file unless it was queued lately, and reports whether it
+// did. It never blocks.
+func (o *outFiles) add(m core.Media) bool {
 	if m.ID == "" {
-		return
+		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopped || slices.Contains(o.seen, m.ID) {
-		return
+		return false
 	}
 	if len(o.seen) == sentMemory {
 		o.seen = slices.Delete(o.seen, 0, 1)
@@ -74,13 +79,14 @@ func (o *outFiles) add(m core.Media) {
 	o.seen = append(o.seen, m.ID)
 	if len(o.pending) >= maxQueuedFiles {
 		o.d.cfg.Log.Warn("mobile: too many files wait for a slow device; one is not sent", "media", m.ID)
-		return
+		return false
 	}
 	o.pending = append(o.pending, m)
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // start runs the sender for conn until stop.
@@ -129,7 +135,15 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 				return
 			}
 		}
-		if err := o.send(ctx, conn, m.ID); err != nil {
+		voice := o.voice != nil && isVoice(m)
+		if voice {
+			o.voice(m, false)
+		}
+		err := o.send(ctx, conn, m.ID)
+		if voice {
+			o.voice(m, true)
+		}
+		if err != nil {
 			if ctx.Err() != nil || conn.Err() != nil {
 				return
 			}
@@ -137,6 +151,9 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 		}
 	}
 }
+
+// isVoice reports whether a file reaches the phone as a voice message.
+func isVoice(m core.Media) bool { return outKind(m.Kind, m.Mime) == "voice" }
 
 // send streams one stored file as media frames. The store is asked again
 // rather than trusting the event: the file may have been deleted since.
