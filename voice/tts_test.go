@@ -37,7 +37,7 @@ func TestSpeakReturnsTheServersAudio(t *testing.T) {
 	}
 	// The server's refusal is said in its words.
 	mp3, _ := NewTTS(TTSConfig{URL: srv.URL + "/v1", Format: "mp3"})
-	if _, _, _, err := mp3.Speak(context.Background(), "Hi."); err == nil || !strings.Contains(err.Error(), "wav only") {
+	if _, _, _, err := mp3.Speak(context.Background(), "Hi."); err == nil || !strings.Contains(err.Error(), "wav and opus only") {
 		t.Fatalf("refused: %v", err)
 	}
 	if _, err := NewTTS(TTSConfig{URL: srv.URL, Format: "midi"}); err == nil {

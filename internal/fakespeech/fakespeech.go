@@ -155,9 +155,9 @@ func (s *STT) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type Speech struct{ Model, Input, Voice, Format string }
 
 // TTS is a fake POST /v1/audio/speech: a JSON body, answered with a real
-// WAV (response_format wav; others get OpenAI's 400 here, the fake makes
-// only WAV) of ten samples per character of input, unless Samples says
-// otherwise. Like OpenAI's, it sends nothing until the audio is made: a
+// WAV (response_format wav) of ten samples per character of input, unless
+// Samples says otherwise, or a real Ogg Opus file as long (opus); other
+// formats get OpenAI's 400 here. Like OpenAI's, it sends nothing until the audio is made: a
 // held request (Hold) answers nothing until released or given up by the
 // client.
 type TTS struct {
@@ -222,8 +222,8 @@ func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "string too long. Expected a string with maximum length 4096")
 		return
 	}
-	if sp.Format != "wav" {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "this fake speaks wav only")
+	if sp.Format != "wav" && sp.Format != "opus" {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "this fake speaks wav and opus only")
 		return
 	}
 	s.mu.Lock()
@@ -248,6 +248,21 @@ func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, cmp.Or(s.Status, http.StatusInternalServerError), "server_error", "The server had an error while processing your request. Sorry about that!")
 		return
 	}
+	if sp.Format == "opus" {
+		w.Header().Set("Content-Type", "audio/ogg")
+		w.Write(s.Opus(sp.Input))
+		return
+	}
 	w.Header().Set("Content-Type", "audio/wav")
 	w.Write(s.Audio(sp.Input))
+}
+
+// Opus is the Ogg Opus file the fake answers for input (format opus): as
+// long as its WAV, in 20 ms frames.
+func (s *TTS) Opus(input string) []byte {
+	n := 10 * len([]rune(input))
+	if s.Samples != nil {
+		n = s.Samples(input)
+	}
+	return OggOpus(n * 1000 / 24000)
 }
