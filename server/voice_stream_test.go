@@ -105,9 +105,9 @@ func voiceFiles(t *testing.T, frames []mf) (done []voicePiece) {
 // laptop gets each piece offered, tied to the reply, pulls the same bytes,
 // and the final message lists them all.
 func TestVoiceStreamsToHermesMobile(t *testing.T) {
-	tts := &fakespeech.TTS{Samples: func(in string) int {
+	tts := &fakespeech.TTS{Rate: 2_400_000, Samples: func(in string) int {
 		if in == said1 {
-			return 1_700_000 // 3.4 MB: two media parts
+			return 1_700_000 // 3.4 MB (two media parts) that plays for 0.7 s
 		}
 		return 10 * len(in)
 	}}

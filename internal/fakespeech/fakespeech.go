@@ -163,6 +163,9 @@ type Speech struct{ Model, Input, Voice, Format string }
 type TTS struct {
 	// Samples, when set, is how many samples the speech of input has.
 	Samples func(input string) int
+	// Rate is the WAVs' sample rate (default 24000, OpenAI's): a test that
+	// needs megabytes of audio that plays briefly raises it.
+	Rate int
 	// Taken, when set, gets each request as it is taken (give it room).
 	Taken chan Speech
 	// Hold, when set, holds requests from the HoldFrom-th (1: every one)
@@ -200,7 +203,7 @@ func (s *TTS) Audio(input string) []byte {
 	if s.Samples != nil {
 		n = s.Samples(input)
 	}
-	return WAV(24000, n)
+	return WAV(cmp.Or(s.Rate, 24000), n)
 }
 
 func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,8 @@
 package mobile
 
 import (
+	"time"
+
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/proto/mobilev1"
 )
@@ -12,11 +14,14 @@ import (
 // right before the piece's first media frame), stays speaking while the
 // reply's speech goes on or pieces wait to be written to the phone (a
 // slow TTS or a slow phone must not bring it down between pieces), and
-// from when the last has gone follows the usual rule: idle (or thinking,
-// the agent still at work) after AvatarQuiet without output. A stopped or
-// failed speech ends the hold the same way (its core.EvSpeech off). When
-// the audio finishes playing is the phone's to know: the protocol's ack
-// ("displayed/played") is one the server ignores.
+// from when the last has gone follows the usual rule, once the audio
+// written has played: idle (or thinking, the agent still at work) after
+// AvatarQuiet without output and not before the end of the audio (the
+// pieces' lengths, core.Media.Plays, read from their headers; a piece of
+// unknown length counts for nothing). A stopped or failed speech ends the
+// hold the same way (its core.EvSpeech off). The protocol's ack
+// ("displayed/played") would say when the phone is done, but the server
+// ignores it, so the lengths stand in.
 
 // holding reports whether speech keeps the avatar speaking; c.mu is held.
 func (c *codec) holding() bool { return c.speech || c.voices > 0 }
@@ -30,13 +35,18 @@ func (c *codec) unhold() {
 
 // voiceFile is the file sender's report on a voice file: about to go
 // (the avatar speaks first), or gone.
-func (c *codec) voiceFile(_ core.Media, done bool) {
+func (c *codec) voiceFile(m core.Media, done bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.conn == nil {
 		return
 	}
 	if done {
+		// The phone plays the piece once it has it, after those before.
+		if now := time.Now(); c.playEnd.Before(now) {
+			c.playEnd = now
+		}
+		c.playEnd = c.playEnd.Add(m.Plays)
 		c.voices--
 		c.unhold()
 		return

@@ -91,4 +91,22 @@ func TestAvatarSpeaksWhileTheReplyIsSpoken(t *testing.T) {
 	if got := avatars(nil); len(got) != 1 || got[0] != mobilev1.AvatarThinking {
 		t.Fatalf("avatar %v after the last piece (the agent still busy)", got)
 	}
+
+	// A piece that plays for an hour keeps the avatar speaking past the
+	// quiet spell: the rest waits for the end of the audio.
+	long := piece
+	long.ID, long.Plays = "md_3", time.Hour
+	c.Frames(&core.Event{Type: core.EvMediaOffer, Lane: lane, Media: &long}, 0)
+	c.voiceFile(long, false)
+	c.voiceFile(long, true)
+	c.quietDone()
+	if got := avatars(nil); len(got) != 1 || got[0] != mobilev1.AvatarSpeaking {
+		t.Fatalf("avatar %v while an hour of audio plays", got)
+	}
+	c.mu.Lock()
+	rest := time.Until(c.playEnd)
+	c.mu.Unlock()
+	if rest < 59*time.Minute {
+		t.Fatalf("the audio ends in %v", rest)
+	}
 }

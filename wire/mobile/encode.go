@@ -32,8 +32,9 @@ type codec struct {
 	// The avatar speaks while a reply's speech goes on (core.EvSpeech)
 	// and while voice files are queued or going out to the phone: the
 	// quiet timer does not bring it down meanwhile (avatar.go).
-	speech bool
-	voices int
+	speech  bool
+	voices  int
+	playEnd time.Time // when the voice written so far has played, as far as its lengths are known
 }
 
 // stream is a reply streaming in the lane.
@@ -214,6 +215,10 @@ func (c *codec) quietDone() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.conn == nil || c.holding() {
+		return
+	}
+	if rest := time.Until(c.playEnd); rest > 0 {
+		c.quiet = time.AfterFunc(rest, c.quietDone) // the phone still plays the reply
 		return
 	}
 	state := mobilev1.AvatarIdle
