@@ -70,3 +70,31 @@ func TestSplitterSpeaksSentencesAsTheyStream(t *testing.T) {
 		t.Fatal("nothing cut from an endless sentence")
 	}
 }
+
+// TestSplitterByTheCharacter: a reply streamed a character at a time is
+// cut exactly where it is cut whole, the threshold growing between
+// pieces as the speaking worker grows it.
+func TestSplitterByTheCharacter(t *testing.T) {
+	text := strings.Repeat("One short sentence. Then a longer one follows it here! ", 30) + "End"
+	cut := func(step int) []string {
+		s := Splitter{MinPiece: 20}
+		var got []string
+		r := []rune(text)
+		for i := 0; i < len(r); i += step {
+			for _, p := range s.Add(string(r[i:min(i+step, len(r))])) {
+				got = append(got, p)
+				s.MinPiece *= 2
+			}
+		}
+		return append(got, s.Flush())
+	}
+	whole, byChar := cut(len(text)), cut(1)
+	if len(byChar) < 4 || strings.Join(byChar, " ") != text {
+		t.Fatalf("%d pieces: %q", len(byChar), byChar)
+	}
+	// Whole, every piece is cut at the first threshold; by the character,
+	// each at its own.
+	if len(whole) <= len(byChar) || len([]rune(byChar[0])) < 20 || len([]rune(byChar[1])) < 40 || len([]rune(byChar[2])) < 80 {
+		t.Fatalf("pieces of %d, %d, %d characters (whole: %d pieces)", len(byChar[0]), len(byChar[1]), len(byChar[2]), len(whole))
+	}
+}
