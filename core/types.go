@@ -3,8 +3,6 @@
 // format or of SQL; dialects and the store translate to and from these types.
 package core
 
-import "time"
-
 // DefaultChatID is the chat id of the channel that always exists.
 const DefaultChatID = "default"
 
@@ -70,9 +68,6 @@ type Media struct {
 	// Path is where the bytes are on this machine, set for the agent; it
 	// is never stored, the data directory may move.
 	Path string `json:"-"`
-	// Plays is how long audio plays, when known (a spoken reply's piece):
-	// a phone's avatar speaks until then. Never stored.
-	Plays time.Duration `json:"-"`
 }
 
 // Channel kinds.

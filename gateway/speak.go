@@ -8,7 +8,6 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/store"
-	"github.com/irisgate/irisgate/voice"
 )
 
 // Voice out: in a lane with /voice on, the reply is spoken in pieces as it
@@ -60,7 +59,7 @@ func (g *Gateway) storeSpeech(ctx context.Context, lk core.Lane, messageID, file
 	if err != nil {
 		return m, err
 	}
-	m.ID, m.MessageID, m.Plays = core.NewID("md_"), messageID, voice.Duration(mimeType, audio)
+	m.ID, m.MessageID = core.NewID("md_"), messageID
 	offer := m
 	err = b.Commit(ctx, func([]core.Media) error {
 		return g.commit(ctx, func(tx store.Tx) error {

@@ -3,6 +3,7 @@ package voice
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"time"
 )
 
@@ -12,23 +13,41 @@ import (
 // (STREAMINFO's samples), MP3 (the first frame's bit rate, as if constant:
 // what TTS servers send) and OpenAI's raw pcm (24 kHz, 16-bit mono). It
 // is 0 when the format is another or the headers do not add up: the
-// caller then knows nothing of the length. It reads only headers, and
-// never trusts a size beyond the bytes there are.
-func Duration(mimeType string, b []byte) time.Duration {
+// caller then knows nothing of the length. It reads the file's first and
+// last 64 KiB only, and never trusts a size beyond the bytes there are.
+func Duration(mimeType string, r io.ReaderAt, size int64) time.Duration {
+	if size <= 0 {
+		return 0
+	}
+	head := make([]byte, min(size, probeBytes))
+	if n, _ := r.ReadAt(head, 0); int64(n) != int64(len(head)) {
+		return 0
+	}
 	switch {
-	case bytes.HasPrefix(b, []byte("RIFF")):
-		return wavDuration(b)
-	case bytes.HasPrefix(b, []byte("OggS")):
-		return oggDuration(b)
-	case bytes.HasPrefix(b, []byte("fLaC")):
-		return flacDuration(b)
+	case bytes.HasPrefix(head, []byte("RIFF")):
+		return wavDuration(head, size)
+	case bytes.HasPrefix(head, []byte("OggS")):
+		tail := head
+		if size > probeBytes {
+			tail = make([]byte, probeBytes)
+			if n, _ := r.ReadAt(tail, size-probeBytes); n != len(tail) {
+				return 0
+			}
+		}
+		return oggDuration(head, tail)
+	case bytes.HasPrefix(head, []byte("fLaC")):
+		return flacDuration(head)
 	case mimeType == "audio/mpeg":
-		return mp3Duration(b)
+		return mp3Duration(head, size)
 	case mimeType == "audio/L16":
-		return seconds(float64(len(b)/2) / 24000)
+		return seconds(float64(size/2) / 24000)
 	}
 	return 0
 }
+
+// probeBytes is how much of each end of a file Duration reads: an Ogg page
+// is at most 65,307 bytes, so the last one starts in the last 64 KiB.
+const probeBytes = 64 << 10
 
 func seconds(s float64) time.Duration {
 	if s <= 0 || s > 24*3600 {
@@ -37,48 +56,45 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-func wavDuration(b []byte) time.Duration {
+func wavDuration(b []byte, size int64) time.Duration {
 	if len(b) < 12 || string(b[8:12]) != "WAVE" {
 		return 0
 	}
 	var byteRate uint32
-	for p := 12; p+8 <= len(b); {
-		id, size := string(b[p:p+4]), int64(binary.LittleEndian.Uint32(b[p+4:]))
-		body := b[p+8:]
+	for p := int64(12); p+8 <= int64(len(b)); {
+		id, n := string(b[p:p+4]), int64(binary.LittleEndian.Uint32(b[p+4:]))
+		body := p + 8
 		switch id {
 		case "fmt ":
-			if len(body) >= 12 {
-				byteRate = binary.LittleEndian.Uint32(body[8:])
+			if body+12 <= int64(len(b)) {
+				byteRate = binary.LittleEndian.Uint32(b[body+8:])
 			}
 		case "data":
 			// A streamed WAV says 0 or 0xFFFFFFFF: the data is the rest.
-			if size == 0 || size > int64(len(body)) {
-				size = int64(len(body))
+			if n == 0 || n > size-body {
+				n = size - body
 			}
 			if byteRate == 0 {
 				return 0
 			}
-			return seconds(float64(size) / float64(byteRate))
+			return seconds(float64(n) / float64(byteRate))
 		}
-		p += 8 + int(size) + int(size&1) // chunks are padded to even sizes
-		if size > int64(len(b)) {
-			return 0
-		}
+		p = body + n + n&1 // chunks are padded to even sizes
 	}
 	return 0
 }
 
 // oggDuration reads the first packet (the codec's identification header)
-// and the granule position of the last page.
-func oggDuration(b []byte) time.Duration {
-	if len(b) < 27 {
+// at the head and the granule position of the last page in the tail.
+func oggDuration(head, tail []byte) time.Duration {
+	if len(head) < 27 {
 		return 0
 	}
-	segs := int(b[26])
-	if len(b) < 27+segs {
+	segs := int(head[26])
+	if len(head) < 27+segs {
 		return 0
 	}
-	first := b[27+segs:]
+	first := head[27+segs:]
 	var rate float64
 	var preSkip int64
 	switch {
@@ -89,11 +105,11 @@ func oggDuration(b []byte) time.Duration {
 	default:
 		return 0
 	}
-	last := bytes.LastIndex(b, []byte("OggS"))
-	if last < 0 || last+14 > len(b) || rate == 0 {
+	last := bytes.LastIndex(tail, []byte("OggS"))
+	if last < 0 || last+14 > len(tail) || rate == 0 {
 		return 0
 	}
-	granule := int64(binary.LittleEndian.Uint64(b[last+6:]))
+	granule := int64(binary.LittleEndian.Uint64(tail[last+6:]))
 	return seconds(float64(granule-preSkip) / rate)
 }
 
@@ -120,7 +136,7 @@ var (
 
 // mp3Duration takes the first frame's bit rate as the file's, past an
 // ID3v2 tag.
-func mp3Duration(b []byte) time.Duration {
+func mp3Duration(b []byte, size int64) time.Duration {
 	p := 0
 	if len(b) >= 10 && string(b[:3]) == "ID3" {
 		size := int(b[6]&0x7f)<<21 | int(b[7]&0x7f)<<14 | int(b[8]&0x7f)<<7 | int(b[9]&0x7f)
@@ -142,7 +158,7 @@ func mp3Duration(b []byte) time.Duration {
 		if kbps == 0 {
 			continue
 		}
-		return seconds(float64(len(b)-p) * 8 / float64(kbps*1000))
+		return seconds(float64(size-int64(p)) * 8 / float64(kbps*1000))
 	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/http/httptest"
@@ -42,6 +43,7 @@ func TestDuration(t *testing.T) {
 		{"wav", "audio/wav", fakespeech.WAV(24000, 36000), 1500 * time.Millisecond},
 		{"wav streamed", "audio/wav", streamed, 500 * time.Millisecond},
 		{"opus", "audio/ogg", fakespeech.OggOpus(6000), 6 * time.Second},
+		{"opus, long", "audio/ogg", fakespeech.OggOpus(20 * 60 * 1000), 20 * time.Minute}, // its last page past the first 64 KiB
 		{"vorbis", "audio/ogg", vorbis, 3 * time.Second},
 		{"flac", "audio/flac", flac, 2500 * time.Millisecond},
 		{"mp3", "audio/mpeg", mp3, 2 * time.Second},
@@ -51,7 +53,7 @@ func TestDuration(t *testing.T) {
 		{"not ogg", "audio/ogg", []byte("OggS but no page"), 0},
 		{"empty", "audio/mpeg", nil, 0},
 	} {
-		if got := Duration(c.mime, c.b); got != c.want {
+		if got := Duration(c.mime, bytes.NewReader(c.b), int64(len(c.b))); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -74,7 +76,7 @@ func TestSpeakOpus(t *testing.T) {
 	if pages, err := fakespeech.CheckOgg(audio); err != nil || pages < 3 {
 		t.Fatalf("%d pages: %v", pages, err)
 	}
-	if d := Duration(mt, audio); d <= 0 {
+	if d := Duration(mt, bytes.NewReader(audio), int64(len(audio))); d <= 0 {
 		t.Fatalf("duration %v", d)
 	}
 	if pages, err := fakespeech.CheckOgg(fakespeech.OggOpus(20 * 255 * 3)); err != nil || pages != 2+3 {
@@ -88,7 +90,7 @@ func FuzzDuration(f *testing.F) {
 	f.Add("audio/mpeg", []byte{0xff, 0xfb, 0x90, 0x64, 0, 0})
 	f.Add("audio/flac", []byte("fLaC\x00\x00\x00\x22"))
 	f.Fuzz(func(t *testing.T, mime string, b []byte) {
-		if d := Duration(mime, b); d < 0 || d > 24*time.Hour {
+		if d := Duration(mime, bytes.NewReader(b), int64(len(b))); d < 0 || d > 24*time.Hour {
 			t.Fatalf("%v", d)
 		}
 	})

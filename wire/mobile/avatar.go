@@ -16,9 +16,9 @@ import (
 // slow TTS or a slow phone must not bring it down between pieces), and
 // from when the last has gone follows the usual rule, once the audio
 // written has played: idle (or thinking, the agent still at work) after
-// AvatarQuiet without output and not before the end of the audio (the
-// pieces' lengths, core.Media.Plays, read from their headers; a piece of
-// unknown length counts for nothing). A stopped or failed speech ends the
+// AvatarQuiet without output and not before the end of the audio (each
+// piece's length read from its headers as it is sent, voice.Duration; a
+// piece of unknown length counts for nothing). A stopped or failed speech ends the
 // hold the same way (its core.EvSpeech off). The protocol's ack
 // ("displayed/played") would say when the phone is done, but the server
 // ignores it, so the lengths stand in.
@@ -35,7 +35,7 @@ func (c *codec) unhold() {
 
 // voiceFile is the file sender's report on a voice file: about to go
 // (the avatar speaks first), or gone.
-func (c *codec) voiceFile(m core.Media, done bool) {
+func (c *codec) voiceFile(_ core.Media, done bool, plays time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.conn == nil {
@@ -46,7 +46,7 @@ func (c *codec) voiceFile(m core.Media, done bool) {
 		if now := time.Now(); c.playEnd.Before(now) {
 			c.playEnd = now
 		}
-		c.playEnd = c.playEnd.Add(m.Plays)
+		c.playEnd = c.playEnd.Add(plays)
 		c.voices--
 		c.unhold()
 		return

@@ -66,13 +66,13 @@ func TestAvatarSpeaksWhileTheReplyIsSpoken(t *testing.T) {
 	if got := avatars(c.Frames(&core.Event{Type: core.EvMediaOffer, Lane: lane, Media: &piece}, 0)); len(got) != 0 {
 		t.Fatalf("avatar %v at the offer", got)
 	}
-	c.voiceFile(piece, false)
+	c.voiceFile(piece, false, 0)
 	if got := avatars(nil); len(got) != 1 || got[0] != mobilev1.AvatarSpeaking {
 		t.Fatalf("avatar %v as the piece goes", got)
 	}
 	c.Frames(&core.Event{Type: core.EvSpeech, Lane: lane, StreamID: "m_1", On: true}, 0)
 	c.quietDone()
-	c.voiceFile(piece, true) // gone; the speech goes on
+	c.voiceFile(piece, true, 0) // gone; the speech goes on
 	c.quietDone()
 	if got := avatars(nil); len(got) != 0 {
 		t.Fatalf("the avatar went %v while the reply is spoken", got)
@@ -85,8 +85,8 @@ func TestAvatarSpeaksWhileTheReplyIsSpoken(t *testing.T) {
 	if got := avatars(nil); len(got) != 0 {
 		t.Fatalf("the avatar went %v before the last piece went", got)
 	}
-	c.voiceFile(second, false)
-	c.voiceFile(second, true)
+	c.voiceFile(second, false, 0)
+	c.voiceFile(second, true, 0)
 	c.quietDone()
 	if got := avatars(nil); len(got) != 1 || got[0] != mobilev1.AvatarThinking {
 		t.Fatalf("avatar %v after the last piece (the agent still busy)", got)
@@ -95,10 +95,10 @@ func TestAvatarSpeaksWhileTheReplyIsSpoken(t *testing.T) {
 	// A piece that plays for an hour keeps the avatar speaking past the
 	// quiet spell: the rest waits for the end of the audio.
 	long := piece
-	long.ID, long.Plays = "md_3", time.Hour
+	long.ID = "md_3"
 	c.Frames(&core.Event{Type: core.EvMediaOffer, Lane: lane, Media: &long}, 0)
-	c.voiceFile(long, false)
-	c.voiceFile(long, true)
+	c.voiceFile(long, false, 0)
+	c.voiceFile(long, true, time.Hour)
 	c.quietDone()
 	if got := avatars(nil); len(got) != 1 || got[0] != mobilev1.AvatarSpeaking {
 		t.Fatalf("avatar %v while an hour of audio plays", got)

@@ -8,12 +8,14 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/proto/mobilev1"
+	"github.com/irisgate/irisgate/voice"
 )
 
 // Files the agent sends reach a phone as media frames. The codec only
@@ -45,9 +47,10 @@ const (
 type outFiles struct {
 	d *Dialect
 	// voice, when set, is told on the sender's goroutine as each voice
-	// file starts (done false) and has gone or failed (done true): the
-	// codec's avatar speaks while they go.
-	voice func(m core.Media, done bool)
+	// file starts (done false) and has gone or failed (done true, with
+	// how long it plays, 0 if unknown): the codec's avatar speaks while
+	// they go and play.
+	voice func(m core.Media, done bool, plays time.Duration)
 
 	mu      sync.Mutex
 	pending []core.Media
@@ -137,11 +140,11 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 		}
 		voice := o.voice != nil && isVoice(m)
 		if voice {
-			o.voice(m, false)
+			o.voice(m, false, 0)
 		}
-		err := o.send(ctx, conn, m.ID)
+		plays, err := o.send(ctx, conn, m.ID)
 		if voice {
-			o.voice(m, true)
+			o.voice(m, true, plays)
 		}
 		if err != nil {
 			if ctx.Err() != nil || conn.Err() != nil {
@@ -155,15 +158,17 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 // isVoice reports whether a file reaches the phone as a voice message.
 func isVoice(m core.Media) bool { return outKind(m.Kind, m.Mime) == "voice" }
 
-// send streams one stored file as media frames. The store is asked again
-// rather than trusting the event: the file may have been deleted since.
-func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) error {
+// send streams one stored file as media frames, and says how long it
+// plays when it is voice whose length its headers tell. The store is
+// asked again rather than trusting the event: the file may have been
+// deleted since.
+func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) (plays time.Duration, err error) {
 	m, f, err := o.d.cfg.GW.PullMedia(ctx, mediaID)
 	if err != nil {
 		if errors.Is(err, gateway.ErrUnknownMedia) || errors.Is(err, media.ErrGone) {
-			return nil // deleted with its message meanwhile
+			return 0, nil // deleted with its message meanwhile
 		}
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	send := func(out hub.Out) error { return conn.SendWait(ctx, out) }
@@ -174,13 +179,17 @@ func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) err
 			m.Filename, humanSize(m.Size), mobilev1.MaxMediaBytes>>20)
 		for _, out := range messageFrames(core.NewID("m_"), text, false, true) {
 			if err := send(out); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return 0, nil
 	}
-	return mediaFrames(mobilev1.MediaOut{ID: m.ID, Kind: outKind(m.Kind, m.Mime), Mime: m.Mime, Filename: m.Filename},
-		m.Size, f, downChunkBytes, send)
+	kind := outKind(m.Kind, m.Mime)
+	if kind == "voice" {
+		plays = voice.Duration(m.Mime, f, m.Size)
+	}
+	return plays, mediaFrames(mobilev1.MediaOut{ID: m.ID, Kind: kind, Mime: m.Mime, Filename: m.Filename},
+		m.Size, io.NewSectionReader(f, 0, m.Size), downChunkBytes, send)
 }
 
 // outKind is the protocol's kind for a stored file, from its mime type
