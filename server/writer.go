@@ -90,7 +90,7 @@ func (w *writer) write(buf []hub.Out) error {
 		return err
 	}
 	if w.prober != nil && w.conn.Wrote(buf) {
-		w.prober.ping()
+		w.prober.proof()
 	}
 	w.out.Add(float64(len(buf)))
 	return nil
