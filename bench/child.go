@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,12 +114,34 @@ func RunChild(spec string) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	if c.Profile != "" {
+		// Fine-grained heap samples, and a heap profile on SIGUSR1
+		// (PREFIX.NN.heap.pprof) so a mode can take one mid-run, while
+		// its connections are open.
+		runtime.MemProfileRate = 512
 		stop, err := profileTo(c.Profile)
 		if err != nil {
 			ln.Close()
 			return err
 		}
 		defer stop()
+		usr := make(chan os.Signal, 1)
+		signal.Notify(usr, syscall.SIGUSR1)
+		defer signal.Stop(usr)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-usr:
+				case <-done:
+					return
+				}
+				if f, err := os.Create(fmt.Sprintf("%s.%02d.heap.pprof", c.Profile, n)); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}()
 	}
 	if c.Mode == childBare {
 		srv := &http.Server{Handler: bareMux(), ReadHeaderTimeout: 10 * time.Second}

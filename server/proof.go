@@ -36,13 +36,16 @@ type prober struct {
 	s  *Server
 	ws *websocket.Conn
 
-	mu       sync.Mutex
-	conn     *hub.Conn // the Iris connection whose frames it proves; nil before hello and for Hermes Mobile
-	pings    int64     // Ping calls made on ws
-	want     string    // payload of the ping in flight, "" when it was answered
-	inflight bool      // a ping is in flight, or the next one is scheduled
-	last     time.Time // when the last ping went out
-	ended    bool      // the socket's handler is done: no new pings
+	mu        sync.Mutex
+	conn      *hub.Conn     // the Iris connection whose frames it proves; nil before hello and for Hermes Mobile
+	pings     int64         // Ping calls made on ws
+	want      string        // payload of the ping in flight, "" when it was answered
+	inflight  bool          // a ping is in flight, or the next one is scheduled
+	scheduled bool          // the next one is scheduled (again), not sent yet
+	settling  bool          // the socket is closing: proofs go at once (settle)
+	idle      chan struct{} // made by settle, closed when no ping is in flight
+	last      time.Time     // when the last ping went out
+	ended     bool          // the socket's handler is done: no new pings
 	// stalled is set while the read loop waits for a grant to read a
 	// large frame (readFrame): it reads nothing meanwhile, Pongs
 	// included, so an unanswered ping then says nothing of the peer.
@@ -88,14 +91,66 @@ func (p *prober) proof() {
 	if p.inflight || p.ended {
 		return
 	}
-	if wait := time.Until(p.last.Add(p.s.cfg.ProofEvery)); wait > 0 {
+	if wait := time.Until(p.last.Add(p.s.cfg.ProofEvery)); wait > 0 && !p.settling {
 		p.inflight = true // what is written meanwhile waits for this one
-		time.AfterFunc(wait, p.again)
+		p.scheduleLocked(wait)
 		return
 	}
 	p.startLocked()
 	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
 	go p.run()
+}
+
+// scheduleLocked has again send the next proof ping after wait.
+func (p *prober) scheduleLocked(wait time.Duration) {
+	p.scheduled = true
+	time.AfterFunc(wait, p.again)
+}
+
+// doneLocked records that no ping is in flight any more.
+func (p *prober) doneLocked() {
+	p.inflight, p.want = false, ""
+	if p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
+}
+
+// settle is called before the socket is closed on purpose (a restart):
+// a proof ping put off by ProofEvery goes now, and settle waits (at most
+// a second) until the frames written so far are proven or the ping
+// fails, so a device that comes back is replayed nothing it had.
+func (p *prober) settle() {
+	p.mu.Lock()
+	p.settling = true
+	switch {
+	case p.ended || p.conn == nil:
+	case p.scheduled:
+		p.scheduled = false // again does nothing now
+		p.startLocked()
+		p.s.wg.Add(1)
+		go p.run()
+	case !p.inflight && p.conn.Pending():
+		p.startLocked()
+		p.s.wg.Add(1)
+		go p.run()
+	}
+	if !p.inflight {
+		p.mu.Unlock()
+		return
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-p.s.base.Done():
+	}
 }
 
 // startLocked covers the frames written so far with the next ping.
@@ -119,7 +174,7 @@ func (p *prober) run() {
 		p.mu.Lock()
 		conn := p.conn
 		if err != nil {
-			p.inflight, p.want = false, ""
+			p.doneLocked()
 			p.mu.Unlock()
 			if conn != nil {
 				conn.Unproved()
@@ -132,15 +187,15 @@ func (p *prober) run() {
 		// The answer was handled by pong, in the read loop. Frames
 		// written since the ping went out need one of their own.
 		if p.ended || conn == nil || !conn.Pending() {
-			p.inflight, p.want = false, ""
+			p.doneLocked()
 			p.mu.Unlock()
 			return
 		}
 		p.want = ""
-		if wait := time.Until(p.last.Add(p.s.cfg.ProofEvery)); wait > 0 {
+		if wait := time.Until(p.last.Add(p.s.cfg.ProofEvery)); wait > 0 && !p.settling {
 			// Still in flight for ping's callers: what they write
 			// meanwhile waits for the scheduled one.
-			time.AfterFunc(wait, p.again)
+			p.scheduleLocked(wait)
 			p.mu.Unlock()
 			return
 		}
@@ -153,8 +208,12 @@ func (p *prober) run() {
 func (p *prober) again() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.scheduled {
+		return // settle sent it
+	}
+	p.scheduled = false
 	if p.ended || p.conn == nil || !p.conn.Pending() {
-		p.inflight = false
+		p.doneLocked()
 		return
 	}
 	p.startLocked()

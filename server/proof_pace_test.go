@@ -62,3 +62,23 @@ func pings(t *testing.T, g *testgw.GW) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A restart proves what each device was written before its socket
+// closes, even with the proof ping put off: the ping goes at once then
+// (prober.settle), and the device that comes back is replayed nothing.
+func TestRestartProvesWhatWaitedForItsPing(t *testing.T) {
+	spaced := func(c *server.AppConfig) { c.Server.ProofEvery = time.Hour }
+	g := testgw.Start(t, spaced)
+	a := g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	createChannel(t, b, "first", "") // the phone's first proof ping: at once
+	a.Expect("channel.created", nil)
+	createChannel(t, b, "second", "") // its next one: in an hour
+	a.Expect("channel.created", nil)
+	a.MustDo("ping", client.Lane{}, nil)
+	g.Close()
+	g = testgw.StartIn(t, g.Dir, spaced)
+	if got := syncFrom(t, g.Dial(t, "phone"), 0); len(got) != 0 {
+		t.Fatalf("after a restart the phone is replayed %d frames it had read", len(got))
+	}
+}
