@@ -158,8 +158,12 @@ type Options struct {
 	ScenarioTimeout time.Duration
 	// ProfileDir, when set, gets a CPU profile of each scenario
 	// (NAME.cpu.pprof) and a heap profile taken at its end (NAME.heap.pprof).
-	// In-process scenarios profile gateway and devices together.
+	// In-process scenarios profile gateway and devices together; each
+	// child gateway of the ratios scenario writes its own
+	// (child-NN-MODE.cpu.pprof), the gateway alone.
 	ProfileDir string
+
+	children int // child gateways started so far, naming their profiles
 }
 
 func (o *Options) defaults() {
@@ -402,24 +406,33 @@ func (o *Options) startProfile(name string) func() {
 		o.progress("profile: %v", err)
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(o.ProfileDir, name+".cpu.pprof"))
+	stop, err := profileTo(filepath.Join(o.ProfileDir, name))
 	if err != nil {
 		o.progress("profile: %v", err)
 		return func() {}
 	}
+	return stop
+}
+
+// profileTo starts a CPU profile into PREFIX.cpu.pprof; the returned func
+// stops it and writes a heap profile to PREFIX.heap.pprof.
+func profileTo(prefix string) (func(), error) {
+	f, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		return nil, err
+	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		o.progress("profile: %v", err)
-		return func() {}
+		return nil, err
 	}
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
-		if h, err := os.Create(filepath.Join(o.ProfileDir, name+".heap.pprof")); err == nil {
+		if h, err := os.Create(prefix + ".heap.pprof"); err == nil {
 			pprof.WriteHeapProfile(h)
 			h.Close()
 		}
-	}
+	}, nil
 }
 
 func writeResult(w io.Writer, r *Result) {
