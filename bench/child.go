@@ -13,6 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,10 +54,19 @@ type childSpec struct {
 	Listen string // 127.0.0.1:port
 	Dir    string // data directory (irisgate)
 	Lanes  int    // channels created before serving (irisgate)
+	// Profile, when set, is a path prefix: the child writes a CPU profile
+	// of its whole life (PREFIX.cpu.pprof) and a heap profile at its end
+	// (PREFIX.heap.pprof), so the gateway's own costs can be read apart
+	// from the simulated devices'.
+	Profile string
 }
 
 func (s childSpec) encode() string {
-	return url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}}.Encode()
+	v := url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}}
+	if s.Profile != "" {
+		v.Set("profile", s.Profile)
+	}
+	return v.Encode()
 }
 
 func parseChildSpec(s string) (childSpec, error) {
@@ -62,7 +74,7 @@ func parseChildSpec(s string) (childSpec, error) {
 	if err != nil {
 		return childSpec{}, err
 	}
-	c := childSpec{Mode: v.Get("mode"), Listen: v.Get("listen"), Dir: v.Get("dir")}
+	c := childSpec{Mode: v.Get("mode"), Listen: v.Get("listen"), Dir: v.Get("dir"), Profile: v.Get("profile")}
 	if l := v.Get("lanes"); l != "" {
 		if c.Lanes, err = strconv.Atoi(l); err != nil || c.Lanes < 0 || c.Lanes > 4000 {
 			return c, fmt.Errorf("lanes %q: want 0–4000", l)
@@ -101,6 +113,36 @@ func RunChild(spec string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	if c.Profile != "" {
+		// Fine-grained heap samples, and a heap profile on SIGUSR1
+		// (PREFIX.NN.heap.pprof) so a mode can take one mid-run, while
+		// its connections are open.
+		runtime.MemProfileRate = 512
+		stop, err := profileTo(c.Profile)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+		usr := make(chan os.Signal, 1)
+		signal.Notify(usr, syscall.SIGUSR1)
+		defer signal.Stop(usr)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-usr:
+				case <-done:
+					return
+				}
+				if f, err := os.Create(fmt.Sprintf("%s.%02d.heap.pprof", c.Profile, n)); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}()
+	}
 	if c.Mode == childBare {
 		srv := &http.Server{Handler: bareMux(), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
@@ -294,6 +336,11 @@ func startChild(ctx context.Context, o *Options, mode string, lanes int) (*child
 	}
 	c := &childProc{addr: addr, url: "ws://" + addr + "/ws", base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	spec := childSpec{Mode: mode, Listen: addr, Lanes: lanes}
+	if o.ProfileDir != "" {
+		o.children++
+		spec.Profile = filepath.Join(o.ProfileDir, fmt.Sprintf("child-%02d-%s", o.children, mode))
+		o.progress("child profile: %s.cpu.pprof", spec.Profile)
+	}
 	if mode == childIrisgate {
 		if c.dir, err = os.MkdirTemp(o.TempDir, "irisgate-bench-ratios-"); err != nil {
 			return nil, err

@@ -130,12 +130,13 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	if d.Proofs() {
 		w.prober = pr
 	}
-	conn.Drive(w.drain)
+	w.start()
 
 	for {
 		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
+				sess.Settle()
 				end(conn, d.TooBig())
 			}
 			// A close frame proves nothing: a peer that has sent Close may
