@@ -334,6 +334,11 @@ func (f *Fleet) Run(ctx context.Context) {
 			f.announce(id)
 		case <-tick.C:
 			f.summary.Store(true)
+			// One small read a tick heals what no message will: the last
+			// frames of a replica killed before it announced them.
+			f.seq.mu.Lock()
+			f.seq.resync = true
+			f.seq.mu.Unlock()
 			f.met.remote.Set(float64(f.peers.expire()))
 		}
 		if f.summary.Load() && time.Since(f.lastSent) >= time.Second {
