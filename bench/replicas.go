@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
@@ -86,6 +87,7 @@ func (s *replicaSet) close() {
 type replicaFigures struct {
 	frames, deliveries float64 // per second
 	sends              int64
+	fleet              fleet.Stats // summed over the replicas
 }
 
 // measureReplicas drives a set: senders spread over the replicas, each in
@@ -215,6 +217,14 @@ func measureReplicas(ctx context.Context, o *Options, s *replicaSet, tag string)
 			return f, fmt.Errorf("%d sends refused", sd.errs.Load())
 		}
 	}
+	for _, a := range s.apps {
+		if a.Fleet != nil {
+			st := a.Fleet.Stats()
+			f.fleet.Reads += st.Reads
+			f.fleet.FramesRead += st.FramesRead
+			f.fleet.Gaps += st.Gaps
+		}
+	}
 	f.frames = rate(after-before, span)
 	f.deliveries = rate(delivered.Load()-got0, span)
 	return f, nil
@@ -263,6 +273,10 @@ func runReplicas(ctx context.Context, o *Options) (r Result) {
 		}
 		r.fig(m.name+": durable frames committed", fmt.Sprintf("%s (%.2f× SQLite)", perSec(f.frames), f.frames/max(base.frames, 1)), "", nil)
 		r.fig(m.name+": deliveries to watchers", fmt.Sprintf("%s (%.2f× SQLite)", perSec(f.deliveries), f.deliveries/max(base.deliveries, 1)), "", nil)
+		if m.n > 1 {
+			r.note("%s: %s frames of other replicas read from the store in %s reads (%.1f a read), %d gaps read after the hold",
+				m.name, commas(f.fleet.FramesRead), commas(f.fleet.Reads), float64(f.fleet.FramesRead)/float64(max(f.fleet.Reads, 1)), f.fleet.Gaps)
+		}
 	}
 	r.setup("%d senders spread over the replicas, each in its own lane keeping %d message.send in flight for %v (agent: returns at once:", o.ReplicasSenders, o.DurableInflight, o.ReplicasDuration)
 	r.setup("3 frames a send); %d watchers spread over the replicas count every frame they get. Rates over first send → every", o.ReplicasWatchers)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics are the fleet's Prometheus series (docs/replicas.md, "What to
@@ -77,4 +78,21 @@ func redact(s string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// Stats are the reads of other replicas' frames so far: how many reads of
+// the store, how many frames they brought, and the gaps read after the
+// hold (the bench reports them).
+type Stats struct{ Reads, FramesRead, Gaps int64 }
+
+// Stats returns the fleet's counts so far.
+func (f *Fleet) Stats() Stats {
+	get := func(c prometheus.Counter) int64 {
+		var m dto.Metric
+		if c.Write(&m) != nil {
+			return 0
+		}
+		return int64(m.GetCounter().GetValue())
+	}
+	return Stats{Reads: get(f.met.reads), FramesRead: get(f.met.read), Gaps: get(f.met.gaps)}
 }

@@ -63,6 +63,11 @@ type sequencer struct {
 	held     []held    // transient frames waiting for their cursor
 	heldSize int
 	resync   bool // NATS lost messages: read up to the store's head
+	// The store's head read at a resync, and when: whose frames lie up to
+	// it is unknown (this replica's own may be among them, committed and
+	// not published yet), so it is read only once it is Hold old.
+	head   int64
+	headAt time.Time
 }
 
 type held struct {
@@ -155,9 +160,11 @@ func (s *sequencer) step(ctx context.Context) time.Duration {
 	defer s.mu.Unlock()
 	now := s.now()
 	if s.resync {
-		if h, err := s.head(ctx); err == nil {
+		if h, err := s.readHead(ctx); err == nil {
 			s.resync = false
-			s.noteLocked(h)
+			if h > s.delivered && h > s.head {
+				s.head, s.headAt = h, now
+			}
 		} else {
 			return time.Second
 		}
@@ -185,6 +192,13 @@ func (s *sequencer) step(ctx context.Context) time.Duration {
 	} else {
 		s.gapSince = time.Time{}
 	}
+	if s.head > s.delivered {
+		if w := s.headAt.Add(s.hold).Sub(now); w > 0 {
+			wait = minWait(wait, w)
+		} else {
+			target = max(target, s.head)
+		}
+	}
 	if target > s.delivered {
 		if !s.readLocked(target) {
 			return time.Second // the store is down: try again
@@ -202,13 +216,13 @@ func (s *sequencer) step(ctx context.Context) time.Duration {
 		s.held = s.held[1:]
 		s.met.dropped.WithLabelValues("held_expired").Inc()
 	}
-	if len(s.held) > 0 && wait == 0 {
-		wait = s.hold
+	if len(s.held) > 0 {
+		wait = minWait(wait, s.hold)
 	}
 	return wait
 }
 
-func (s *sequencer) head(ctx context.Context) (int64, error) {
+func (s *sequencer) readHead(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return s.st.OutboxHead(ctx)
@@ -220,7 +234,7 @@ func (s *sequencer) head(ctx context.Context) (int64, error) {
 // false when the store could not be read.
 func (s *sequencer) readLocked(target int64) bool {
 	ctx := context.Background()
-	h, err := s.head(ctx)
+	h, err := s.readHead(ctx)
 	if err != nil {
 		s.met.storeErrors.Inc()
 		return false
@@ -274,6 +288,14 @@ func (s *sequencer) releaseLocked() {
 	if n > 0 {
 		s.held = slices.Delete(s.held, 0, n)
 	}
+}
+
+// minWait is the sooner of two waits, zero meaning none.
+func minWait(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }
 
 func dropUpTo(cs []int64, c int64) []int64 {

@@ -218,3 +218,27 @@ func TestSequencerBounds(t *testing.T) {
 		t.Fatalf("%d held, %d bytes", len(r.seq.held), r.seq.heldSize)
 	}
 }
+
+// A resync (a reconnect, the periodic head read) reads up to the store's
+// head, but only after the hold: this replica's own frame, committed and
+// not yet published, may be the head.
+func TestSequencerResyncWaitsForLocalFrames(t *testing.T) {
+	r := newOrderRig(t)
+	mine := r.commit("local 1")
+	mine.ReplyTo = &core.ReplyAddr{ConnID: 1, ReqID: 2}
+	r.seq.resync = true
+	r.step()
+	r.want()
+	r.local(mine)
+	r.want(1)
+	if r.got[0].ReplyTo == nil {
+		t.Fatal("the local frame lost its request")
+	}
+	r.commit("remote 2, never announced")
+	r.seq.resync = true
+	r.step()
+	r.want(1)
+	r.now = r.now.Add(250 * time.Millisecond)
+	r.step()
+	r.want(1, 2)
+}
