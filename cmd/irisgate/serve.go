@@ -13,6 +13,7 @@ import (
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/internal/version"
@@ -28,6 +29,7 @@ type ServeCmd struct {
 	Data             string        `help:"Data directory: the SQLite database (unless --store), media files and keys live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
 	Store            string        `help:"Where the state is kept: empty for the SQLite file in --data, or a PostgreSQL database (postgres://user:password@host:5432/db). Prefer IRISGATE_STORE, or PGPASSWORD for the password: flags show in process lists." env:"IRISGATE_STORE"`
 	NATS             string        `name:"nats" help:"A NATS server (nats://host:4222; several comma separated): makes this gateway one of several replicas on one PostgreSQL --store, kept in step through it (docs/replicas.md). Credentials go in the URL: prefer IRISGATE_NATS." env:"IRISGATE_NATS"`
+	NATSSubject      string        `name:"nats-subject" help:"The prefix of the NATS subjects the replicas use: one per fleet sharing a NATS server." default:"irisgate" env:"IRISGATE_NATS_SUBJECT"`
 	MediaDir         string        `help:"Where media files live (default: media in --data). Replicas share one: a volume every replica mounts." env:"IRISGATE_MEDIA_DIR" type:"path"`
 	Token            string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
 	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
@@ -164,7 +166,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Store: c.Store, NATS: c.NATS, MediaDir: c.MediaDir, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
+		DataDir: c.Data, Store: c.Store, NATS: c.NATS, Fleet: fleet.Config{Subject: c.NATSSubject}, MediaDir: c.MediaDir, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
