@@ -59,7 +59,8 @@ type sequencer struct {
 	lastLocal int64 // the last local cursor published
 
 	noted    []int64   // committed cursors above delivered, sorted
-	gapSince time.Time // when noted first had a gap above delivered
+	gapSince time.Time // when the gap at gapAt (0: not known yet) was first seen
+	gapAt    int64
 	held     []held    // transient frames waiting for their cursor
 	heldSize int
 	resync   bool // NATS lost messages: read up to the store's head
@@ -180,9 +181,12 @@ func (s *sequencer) step(ctx context.Context) time.Duration {
 	}
 	var wait time.Duration
 	if len(s.noted) > 0 && s.noted[len(s.noted)-1] > target {
-		if s.gapSince.IsZero() {
+		// The hold runs from when this gap was first seen: a gap filled
+		// meanwhile (by a local frame) gives the next one a hold of its own.
+		if s.gapSince.IsZero() || s.gapAt != 0 && s.gapAt != target+1 {
 			s.gapSince = now
 		}
+		s.gapAt = target + 1
 		if w := s.gapSince.Add(s.hold).Sub(now); w > 0 {
 			wait = w
 		} else {

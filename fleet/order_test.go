@@ -242,3 +242,26 @@ func TestSequencerResyncWaitsForLocalFrames(t *testing.T) {
 	r.step()
 	r.want(1, 2)
 }
+
+// A gap filled by a local frame gives the next gap a hold of its own.
+func TestSequencerEachGapItsHold(t *testing.T) {
+	r := newOrderRig(t)
+	r.commit("remote 1")
+	mine := r.commit("local 2")
+	r.commit("remote 3")
+	r.seq.note(1)
+	r.seq.note(3)
+	r.step()
+	r.want(1)
+	r.now = r.now.Add(200 * time.Millisecond)
+	r.local(mine)
+	r.want(1, 2)
+	r.commit("local 4, not published yet")
+	r.commit("remote 5")
+	r.seq.note(5) // before the next step: 3 and 5 noted, 4 missing
+	r.now = r.now.Add(100 * time.Millisecond)
+	if w := r.step(); w != 250*time.Millisecond {
+		t.Fatalf("the new gap is held %v, want a whole hold", w)
+	}
+	r.want(1, 2, 3)
+}
