@@ -314,9 +314,9 @@ func (f *Fleet) Changed(deviceID string) {
 }
 
 // Run works until ctx ends: reads the frames the peers announce, sends
-// presence. Then it tells the peers this replica is gone and closes NATS.
+// presence. Then it tells the peers this replica's devices are gone; NATS
+// stays open for what the gateway still commits as it stops, until Close.
 func (f *Fleet) Run(ctx context.Context) {
-	defer f.close()
 	f.send(&message{Kind: kindQuery})
 	f.summary.Store(true)
 	tick := time.NewTicker(f.cfg.PresenceEvery)
@@ -408,17 +408,15 @@ func (f *Fleet) sendSummary() {
 	}
 }
 
-// close flushes what is published and closes NATS.
-func (f *Fleet) close() {
+// Close flushes what is published and closes NATS: after Run has
+// returned and the gateway has stopped committing.
+func (f *Fleet) Close() {
 	nc := f.nc.Load()
 	if err := nc.FlushTimeout(time.Second); err != nil && nc.IsConnected() {
 		f.log.Debug("NATS flush at close", "err", err)
 	}
 	nc.Close()
 }
-
-// Close is for a Fleet whose Run never ran (a start that failed later).
-func (f *Fleet) Close() { f.nc.Load().Close() }
 
 func newOrigin() string {
 	var b [8]byte

@@ -82,6 +82,7 @@ func newReplica(t *testing.T, st Store, url string) *replica {
 func (r *replica) close() {
 	r.stop()
 	<-r.done
+	r.fleet.Close()
 }
 
 // commit appends a durable frame and publishes it as the replica's commit

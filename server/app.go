@@ -272,6 +272,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.http.Shutdown(ctx)
 		a.stop()
 		a.wg.Wait()
+		if a.Fleet != nil {
+			a.Fleet.Close() // once the gateway's last frames are announced
+		}
 		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {
 			c.Close() // e.g. idle connections to Hermes
 		}
