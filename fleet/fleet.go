@@ -139,6 +139,9 @@ func New(st Store, h *hub.Hub, cfg Config) (*Fleet, error) {
 		nats.ConnectHandler(func(nc *nats.Conn) { f.connected(nc, "connected") }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { f.connected(nc, "reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // closed by us
+			}
 			f.log.Warn("NATS connection lost: this replica's devices get other replicas' frames when it is back, or by sync", "err", err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -15,19 +16,54 @@ import (
 	"github.com/irisgate/irisgate/server"
 )
 
-// Issue 18: with replicas, a device connected to another replica is not
-// away. A reply committed on replica A wakes the tablet, which is
-// connected nowhere, and not the phone, connected to replica B throughout.
-func TestPushSkipsDevicesOnOtherReplicas(t *testing.T) {
+// startNATS runs a NATS server in the test process until the test's
+// gateways have stopped.
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go ns.Start()
-	t.Cleanup(ns.Shutdown) // after the gateways' own cleanups
+	t.Cleanup(ns.Shutdown) // registered first: runs after the gateways' own cleanups
 	if !ns.ReadyForConnections(testgw.Wait) {
 		t.Fatal("nats-server did not start")
 	}
+	return ns
+}
+
+// Issue 18: replicas share a media directory. A file uploaded through
+// replica A and sent in a message reaches a device on replica B with the
+// message (committed on A, read from the store by B), which pulls the
+// file through B.
+func TestMediaAcrossReplicas(t *testing.T) {
+	ns := startNATS(t)
+	url, shared := pgtest.DB(t), t.TempDir()
+	replica := func(c *server.AppConfig) { c.Store, c.NATS, c.MediaDir = url, ns.ClientURL(), shared }
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	phone, tablet := a.Dial(t, "phone"), b.Dial(t, "tablet")
+	data := blob(300_001, 7)
+	upload(t, phone, "doc", data, 64<<10)
+	echo, err := sendWith(t, phone, def, "a file from A", "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := mediaOf(t, echo)
+	got := tablet.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "text") == "a file from A" })
+	if theirs := mediaOf(t, got); len(ms) != 1 || len(theirs) != 1 || theirs[0] != ms[0] {
+		t.Fatalf("the device on B got media %+v, the sender %+v", theirs, ms)
+	}
+	_, pulled, err := pull(t, tablet, ms[0].MediaID)
+	if err != nil || !bytes.Equal(pulled, data) {
+		t.Fatalf("pulled through B: %d bytes, %v", len(pulled), err)
+	}
+}
+
+// Issue 18: with replicas, a device connected to another replica is not
+// away. A reply committed on replica A wakes the tablet, which is
+// connected nowhere, and not the phone, connected to replica B throughout.
+func TestPushSkipsDevicesOnOtherReplicas(t *testing.T) {
+	ns := startNATS(t)
 	url := pgtest.DB(t)
 	nt := fakentfy.New(t)
 	replica := func(c *server.AppConfig) {
