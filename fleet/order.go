@@ -61,7 +61,7 @@ type sequencer struct {
 	noted    []int64   // committed cursors above delivered, sorted
 	gapSince time.Time // when the gap at gapAt (0: not known yet) was first seen
 	gapAt    int64
-	held     []held    // transient frames waiting for their cursor
+	held     []held // transient frames waiting for their cursor
 	heldSize int
 	resync   bool // NATS lost messages: read up to the store's head
 	// The store's head read at a resync, and when: whose frames lie up to
