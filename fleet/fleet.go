@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,11 +75,18 @@ type Fleet struct {
 	met    *metrics
 	log    *slog.Logger
 
-	kick     chan struct{}
-	changes  chan string
-	summary  atomic.Bool // send a summary soon (a query, lost changes)
-	gen      uint64      // of the summaries sent, owned by run
-	lastSent time.Time   // of the last summary, owned by run
+	kick    chan struct{}
+	changes chan string
+	// out queues what is published, in order, for sender: the commit
+	// publisher never waits on NATS (a stuck connection blocks its
+	// writes until its pings time out). Bounded; past it, dropped.
+	out       chan outMsg
+	stop      chan struct{} // closed by Close: the sender drains and ends
+	senderEnd chan struct{}
+	closeOnce sync.Once
+	summary   atomic.Bool // send a summary soon (a query, lost changes)
+	gen       uint64      // of the summaries sent, owned by run
+	lastSent  time.Time   // of the last summary, owned by run
 }
 
 // New connects to NATS and links h to the fleet: from now on the hub's
@@ -114,6 +122,7 @@ func New(st Store, h *hub.Hub, cfg Config) (*Fleet, error) {
 		kick:    make(chan struct{}, 1),
 		changes: make(chan string, 4096),
 	}
+	f.out, f.stop, f.senderEnd = make(chan outMsg, 8192), make(chan struct{}), make(chan struct{})
 	f.met = newMetrics(cfg.Metrics, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	head, err := st.OutboxHead(ctx)
@@ -155,6 +164,7 @@ func New(st Store, h *hub.Hub, cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: NATS %s: %w", redact(cfg.URL), err)
 	}
 	f.nc.Store(nc)
+	go f.sender()
 	for _, subj := range []string{f.frames, f.pres} {
 		sub, err := nc.Subscribe(subj, f.receive)
 		if err == nil {
@@ -163,7 +173,7 @@ func New(st Store, h *hub.Hub, cfg Config) (*Fleet, error) {
 			err = sub.SetPendingLimits(65536, 64<<20)
 		}
 		if err != nil {
-			nc.Close()
+			f.Close()
 			return nil, fmt.Errorf("fleet: subscribing to %s: %w", subj, err)
 		}
 		f.subs = append(f.subs, sub)
@@ -257,14 +267,53 @@ func (f *Fleet) send(m *message) {
 	f.publish(subj, m.Kind, b)
 }
 
+type outMsg struct {
+	subj, kind string
+	b          []byte
+}
+
+// publish queues a message for the sender, in order; it never blocks.
 func (f *Fleet) publish(subj, kind string, b []byte) {
-	if err := f.nc.Load().Publish(subj, b); err != nil {
+	select {
+	case f.out <- outMsg{subj, kind, b}:
+	default:
+		f.met.dropped.WithLabelValues("send_queue_full").Inc()
+	}
+}
+
+// sender hands the queued messages to NATS until Close, then what is
+// left.
+func (f *Fleet) sender() {
+	defer close(f.senderEnd)
+	for {
+		select {
+		case m := <-f.out:
+			f.send1(m)
+		case <-f.stop:
+			for {
+				select {
+				case m := <-f.out:
+					f.send1(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (f *Fleet) send1(m outMsg) {
+	nc := f.nc.Load()
+	if nc == nil {
+		return // New failed before connecting: nothing to send on
+	}
+	if err := nc.Publish(m.subj, m.b); err != nil {
 		// Disconnected past the reconnect buffer, or closed: the peers
 		// heal from the store at the next cursor or heartbeat.
 		f.met.publishErrors.Inc()
 		return
 	}
-	f.met.sent.WithLabelValues(kind).Inc()
+	f.met.sent.WithLabelValues(m.kind).Inc()
 }
 
 // receive takes a peer's message (on NATS's goroutine for the subject).
@@ -414,11 +463,20 @@ func (f *Fleet) sendSummary() {
 // Close flushes what is published and closes NATS: after Run has
 // returned and the gateway has stopped committing.
 func (f *Fleet) Close() {
-	nc := f.nc.Load()
-	if err := nc.FlushTimeout(time.Second); err != nil && nc.IsConnected() {
-		f.log.Debug("NATS flush at close", "err", err)
-	}
-	nc.Close()
+	f.closeOnce.Do(func() {
+		nc := f.nc.Load()
+		close(f.stop)
+		select {
+		case <-f.senderEnd:
+			if err := nc.FlushTimeout(time.Second); err != nil && nc.IsConnected() {
+				f.log.Debug("NATS flush at close", "err", err)
+			}
+		case <-time.After(2 * time.Second):
+			// Stuck on a connection that takes nothing: Close ends it.
+		}
+		nc.Close()
+		<-f.senderEnd
+	})
 }
 
 func newOrigin() string {

@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer, f *Fleet) *metrics {
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_fleet_messages_received_total",
 			Help: "Valid messages received from other replicas, by kind."}, []string{"kind"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_fleet_dropped_total",
-			Help: "What the fleet gave up, by reason: transient frames (too_large, held_full, held_expired), cursors beyond the store's head (beyond_head), NATS's slow_consumer, a gap the store could not fill (gap_unread). Devices heal durable frames by sync."},
+			Help: "What the fleet gave up, by reason: transient frames (too_large, held_full, held_expired), cursors beyond the store's head (beyond_head), NATS's slow_consumer, a gap the store could not fill (gap_unread), messages not sent because NATS took none for a while (send_queue_full). Devices heal durable frames by sync."},
 			[]string{"reason"}),
 		invalid:       counter("invalid_total", "Messages refused: malformed, out of bounds, of another version."),
 		publishErrors: counter("publish_errors_total", "Messages that could not be published (NATS away past its reconnect buffer)."),

@@ -123,8 +123,17 @@ func (c *Conn) Unproved() {
 // overflowed and the connection is being closed.
 func (c *Conn) Send(o Out) bool { return c.q.push(o) }
 
-// SendWait queues a frame, waiting for room (for replays and pulls).
-func (c *Conn) SendWait(ctx context.Context, o Out) error { return c.q.pushWait(ctx, o) }
+// SendWait queues a frame, waiting for room (for replays and pulls). A
+// replayed frame (one per cursor) that reached the connection live since
+// the replay looked is not queued again: a sync decides what to replay a
+// page at a time, and frames keep arriving meanwhile (with replicas, the
+// others' frames read from the store arrive late).
+func (c *Conn) SendWait(ctx context.Context, o Out) error {
+	if o.Cursor != 0 && c.q.sentHas(o.Cursor) {
+		return nil
+	}
+	return c.q.pushWait(ctx, o)
+}
 
 // Close stops the connection's queue; its writer ends after the frames
 // already queued.

@@ -97,3 +97,32 @@ func TestReachableElsewhere(t *testing.T) {
 		t.Fatalf("changes told: %v (want the first connection and the last leaving)", p.changed)
 	}
 }
+
+// A replay (sync) does not queue a frame the connection got live since the
+// replay looked at it.
+func TestReplayOfAFrameQueuedLiveMeanwhile(t *testing.T) {
+	h := newHub(t)
+	c, _, err := h.Add(context.Background(), "phone", oneFrame{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Remove(c)
+	h.Deliver(&core.Event{Type: core.EvNotification, Cursor: 7}) // live, after the replay's look
+	if err := c.SendWait(context.Background(), hub.Out{Data: []byte("replayed"), Cursor: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendWait(context.Background(), hub.Out{Data: []byte("file chunk")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Take(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range out {
+		got = append(got, string(o.Data))
+	}
+	if !slices.Equal(got, []string{"notification", "file chunk"}) {
+		t.Fatalf("queued %v", got)
+	}
+}
