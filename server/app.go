@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/irisgate/irisgate/cron"
+	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/datadir"
@@ -48,6 +49,12 @@ type AppConfig struct {
 	// share one directory (a volume every replica mounts): a file one
 	// replica stored is pulled through another.
 	MediaDir string
+	// NATS, when set (nats://host:4222), makes the gateway a replica kept
+	// in step with the others through that NATS server (package fleet):
+	// Replica is implied.
+	NATS string
+	// Fleet tunes the link to the other replicas; its URL is NATS.
+	Fleet fleet.Config
 
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
@@ -77,6 +84,8 @@ type App struct {
 	Push  *push.Pusher
 	Cron  *cron.Scheduler
 	Media *media.Store
+	// Fleet links this replica to the others (nil: no NATS).
+	Fleet *fleet.Fleet
 	// Metrics are the gateway's Prometheus series (benchmarks read them).
 	Metrics *gateway.Metrics
 	// FirstToken is set when Open minted the first device token because
@@ -124,6 +133,9 @@ func Open(cfg AppConfig) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NATS != "" {
+		cfg.Replica = true
+	}
 	if cfg.Replica && !kind.Postgres() {
 		return nil, errReplicaNeedsPostgres
 	}
@@ -166,7 +178,17 @@ func Open(cfg AppConfig) (*App, error) {
 		return fail(err)
 	}
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
-	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online,
+	if cfg.NATS != "" {
+		fc := cfg.Fleet
+		fc.URL, fc.Metrics, fc.Log = cfg.NATS, reg, cfg.Log
+		// TODO(lead): once the channel directory cache lands (pipeline),
+		// fc.Remote must invalidate it for channel.created/renamed/deleted
+		// committed by another replica.
+		if a.Fleet, err = fleet.New(st, a.Hub, fc); err != nil {
+			return fail(err)
+		}
+	}
+	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Reachable,
 		Hold: cfg.Push.Hold, Timeout: cfg.Push.Timeout, Metrics: reg})
 	cfg.Server.Push = a.Push.Kind()
 	// hello.ack's push_ntfy_server is "empty when the backend is not
@@ -176,6 +198,9 @@ func Open(cfg AppConfig) (*App, error) {
 	}
 	cfg.Server.WebPushKey = vapid
 	if a.Media, err = media.Open(cfg.mediaDir(), st, cfg.Media, cfg.Log); err != nil {
+		if a.Fleet != nil {
+			a.Fleet.Close()
+		}
 		return fail(fmt.Errorf("media directory: %w", err))
 	}
 	gcfg := cfg.Config
@@ -196,6 +221,10 @@ func Open(cfg AppConfig) (*App, error) {
 	a.stop = stop
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.Media.Run(ctx) }() // expires unused uploads, removes unused files
+	if a.Fleet != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.Fleet.Run(ctx) }()
+	}
 	a.wg.Add(5)
 	go func() { defer a.wg.Done(); a.Push.Run(ctx) }()
 	go func() { defer a.wg.Done(); a.Cron.Run(ctx) }()
@@ -243,6 +272,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.http.Shutdown(ctx)
 		a.stop()
 		a.wg.Wait()
+		if a.Fleet != nil {
+			a.Fleet.Close() // once the gateway's last frames are announced
+		}
 		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {
 			c.Close() // e.g. idle connections to Hermes
 		}
