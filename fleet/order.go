@@ -254,10 +254,12 @@ func (s *sequencer) readLocked(target int64) bool {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		n := 0
 		err := s.st.ScanEventsSkipping(rctx, s.delivered, upto, func(ev *core.Event) error {
-			s.deliver(ev)
+			// What the gateway holds first: a device hearing of a new
+			// channel may send into it at once.
 			if s.remote != nil {
 				s.remote(ev)
 			}
+			s.deliver(ev)
 			s.delivered = ev.Cursor
 			s.releaseLocked()
 			n++

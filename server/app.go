@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
@@ -97,6 +99,7 @@ type App struct {
 	lock   *datadir.Lock
 	opened *openedStore // Store, with PostgreSQL's hold on its database
 	stop   context.CancelFunc
+	gw     atomic.Pointer[gateway.Gateway] // GW, for the fleet's goroutines
 	wg     sync.WaitGroup
 	closed sync.Once
 }
@@ -181,9 +184,13 @@ func Open(cfg AppConfig) (*App, error) {
 	if cfg.NATS != "" {
 		fc := cfg.Fleet
 		fc.URL, fc.Metrics, fc.Log = cfg.NATS, reg, cfg.Log
-		// TODO(lead): once the channel directory cache lands (pipeline),
-		// fc.Remote must invalidate it for channel.created/renamed/deleted
-		// committed by another replica.
+		// Another replica's channel changes reach the directory the
+		// gateway holds (made below: until then it holds none).
+		fc.Remote = func(ev *core.Event) {
+			if g := a.gw.Load(); g != nil {
+				g.Remote(ev)
+			}
+		}
 		if a.Fleet, err = fleet.New(st, a.Hub, fc); err != nil {
 			return fail(err)
 		}
@@ -206,6 +213,7 @@ func Open(cfg AppConfig) (*App, error) {
 	gcfg := cfg.Config
 	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
+	a.gw.Store(a.GW)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
 	reg.MustRegister(auth.Collectors()...)

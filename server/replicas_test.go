@@ -110,3 +110,31 @@ func TestPushSkipsDevicesOnOtherReplicas(t *testing.T) {
 		t.Fatalf("pushes %+v: want the tablet's alone (the phone is connected to B)", got)
 	}
 }
+
+// Issue 18 with issue 17's directory held in memory: a channel created,
+// turned to automation or deleted through replica A is judged so by the
+// next send through replica B, whose directory was loaded before the
+// change (B applies the channels A commits as it reads them).
+func TestDirectoryAcrossReplicas(t *testing.T) {
+	ns := startNATS(t)
+	url := pgtest.DB(t)
+	replica := func(c *server.AppConfig) { c.Store, c.NATS = url, ns.ClientURL(); parkedAgent(c) }
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	phone, tablet := a.Dial(t, "phone"), b.Dial(t, "tablet")
+	send(t, tablet, client.Lane{}, "loads B's directory")
+
+	c := createChannel(t, phone, "Work", "")
+	lane := client.Lane{ChatID: c.ChatID}
+	tablet.Expect("channel.created", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	send(t, tablet, lane, "into A's new channel, through B")
+
+	phone.MustDo("channel.set_automation", lane, map[string]any{"on": true})
+	tablet.Expect("channel.renamed", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	_, err := tablet.Do("message.send", lane, map[string]any{"text": "refused"})
+	wantCode(t, err, "unsupported")
+
+	phone.MustDo("channel.delete", lane, nil)
+	tablet.Expect("channel.deleted", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	_, err = tablet.Do("message.send", lane, map[string]any{"text": "gone"})
+	wantCode(t, err, "not_found")
+}
