@@ -23,8 +23,11 @@ const (
 	MaxDirectoryIcons = 4 << 20
 )
 
-// Channels returns the directory.
-func (g *Gateway) Channels(ctx context.Context) ([]core.Channel, error) { return g.st.Channels(ctx) }
+// Channels returns the directory, held in memory between channel events
+// (directory.go): the slice is shared and must not be changed.
+func (g *Gateway) Channels(ctx context.Context) ([]core.Channel, error) {
+	return g.dir.channels(ctx, g.st)
+}
 
 // CreateChannel adds a channel, or a thread under parent.
 func (g *Gateway) CreateChannel(ctx context.Context, from Caller, name, kind, parent string) error {

@@ -26,7 +26,7 @@ type Device struct {
 
 // Welcome is what a device learns when it connects.
 type Welcome struct {
-	Channels         []core.Channel
+	Channels         []core.Channel // shared: not to be changed
 	SyncCursor       int64
 	LastPushedCursor int64
 	// PushRefused, when set, says why a push address the hello carried
@@ -60,7 +60,17 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 			g.uncountConn(d.Token)
 		}
 	}()
-	if err := g.st.SeeDevice(ctx, store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}); err != nil {
+	// The device row is written in the group commit, where the hellos of
+	// a storm share transactions (a write transaction per hello was 10 %
+	// of its CPU, the LastPushed read 8.5 %), and read in the same
+	// statement. It is waited for: the push registration a hello carries
+	// is durable once hello.ack is sent.
+	seen := store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}
+	err := g.commits.Commit(ctx, func(tx store.Tx) (err error) {
+		w.LastPushedCursor, err = tx.SeeDevice(seen)
+		return err
+	}, nil)
+	if err != nil {
 		return nil, Welcome{}, err
 	}
 	c, old, err := g.hub.Add(ctx, d.ID, codec, g.greet)
@@ -76,16 +86,28 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	g.cfg.Metrics.Connections.Set(float64(g.hub.Count()))
 	// The head is read after registration: every frame above it reaches
 	// this connection live, every frame at or below it can be synced.
-	if w.SyncCursor, err = g.st.OutboxHead(ctx); err == nil {
-		if w.Channels, err = g.st.Channels(ctx); err == nil {
-			w.LastPushedCursor, err = g.st.LastPushed(ctx, d.ID)
-		}
+	if w.SyncCursor, err = g.outboxHead(ctx); err == nil {
+		w.Channels, err = g.dir.channels(ctx, g.st)
 	}
 	if err != nil {
 		g.Disconnect(c)
 		return nil, Welcome{}, err
 	}
 	return c, w, nil
+}
+
+// outboxHead is the newest cursor committed: the commit log's, once it
+// knows it (commit.Log.Head), or the store's, which it is told. Reading
+// sqlite_sequence at every hello and sync was 3.4 % of a storm's CPU.
+func (g *Gateway) outboxHead(ctx context.Context) (int64, error) {
+	if h, ok := g.commits.Head(); ok {
+		return h, nil
+	}
+	h, err := g.st.OutboxHead(ctx)
+	if err == nil {
+		g.commits.NoteHead(h)
+	}
+	return h, err
 }
 
 // Disconnect unregisters a connection.
@@ -146,7 +168,7 @@ func (g *Gateway) greet(c *hub.Conn) {
 // does not stop the frames after it: the device, told truncated, reloads
 // with history.
 func (g *Gateway) Sync(ctx context.Context, c *hub.Conn, cursor int64, send func(*core.Event) error) (head int64, truncated bool, err error) {
-	if head, err = g.st.OutboxHead(ctx); err != nil {
+	if head, err = g.outboxHead(ctx); err != nil {
 		return 0, false, err
 	}
 	floor, err := g.st.OutboxFloor(ctx)

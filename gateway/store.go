@@ -76,10 +76,11 @@ type AgentStore interface {
 	Approve(ctx context.Context, command string) error
 }
 
-// DeviceStore is what the gateway keeps of devices. Hello reads only the
-// columns it needs (LastPushed), so a push registration that does not
-// decode never keeps a device out; PushDevices leaves such a device out
-// and lists the others.
+// DeviceStore is what the gateway keeps of devices. Hello writes its row
+// in the group commit (store.Tx's SeeDevice) and reads back only the
+// column it needs (last_pushed_cursor, as LastPushed does), so a push
+// registration that does not decode never keeps a device out; PushDevices
+// leaves such a device out and lists the others.
 type DeviceStore interface {
 	SeeDevice(ctx context.Context, d store.Device) error
 	LastPushed(ctx context.Context, deviceID string) (int64, error)

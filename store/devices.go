@@ -89,16 +89,27 @@ func decodeWebPush(deviceID string, b []byte) (*record.WebPush, error) {
 	return &w, nil
 }
 
-// SeeDevice records a device's name and token (and push registration,
-// when given) at hello.
-func (s *Store) SeeDevice(ctx context.Context, d Device) error {
-	_, err := s.exec(ctx, `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, token_id, last_seen) VALUES (?,?,?,?,?,?)
+// seeDevice is SeeDevice's upsert.
+const seeDevice = `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, token_id, last_seen) VALUES (?,?,?,?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
 		fcm_token = CASE WHEN excluded.fcm_token != '' THEN excluded.fcm_token ELSE fcm_token END,
 		ntfy_topic = CASE WHEN excluded.ntfy_topic != '' THEN excluded.ntfy_topic ELSE ntfy_topic END,
 		token_id = CASE WHEN excluded.token_id != '' THEN excluded.token_id ELSE token_id END,
-		last_seen = excluded.last_seen`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
+		last_seen = excluded.last_seen`
+
+// SeeDevice records a device's name and token (and push registration,
+// when given) at hello.
+func (s *Store) SeeDevice(ctx context.Context, d Device) error {
+	_, err := s.exec(ctx, seeDevice, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
 	return err
+}
+
+// SeeDevice is Store.SeeDevice inside the group commit, where many
+// hellos share one transaction; it returns the newest cursor that woke
+// the device (0 for one never pushed), as LastPushed does.
+func (t *sqliteTx) SeeDevice(d Device) (lastPushed int64, err error) {
+	err = t.queryRow(seeDevice+` RETURNING last_pushed_cursor`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now()).Scan(&lastPushed)
+	return lastPushed, err
 }
 
 // DropPushOfRevoked ends the push registrations of the devices whose

@@ -42,6 +42,10 @@ type Tx interface {
 	StartTurn(messageID string) error
 	EndTurn(messageID string) error
 
+	// SeeDevice records a device at hello (Store.SeeDevice) and returns
+	// its last_pushed_cursor.
+	SeeDevice(d Device) (lastPushed int64, err error)
+
 	// Media rows (the bytes live in package media's content store).
 	PutBlob(sha256 string, size int64) error
 	PutUpload(deviceID, ref string, m core.Media) error

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/irisgate/irisgate/core"
@@ -74,6 +75,10 @@ type Log struct {
 	writes  chan *write
 	batches chan batch
 	replay  *replayCache // nil: off
+	// head is the newest cursor committed (Head), known once a durable
+	// event commits or NoteHead is told the store's.
+	head      atomic.Int64
+	headKnown atomic.Bool
 	// stopped is closed when Run has returned: the committer has ended
 	// and the publisher has published all it committed.
 	stopped chan struct{}
@@ -217,6 +222,7 @@ func (l *Log) Run(done <-chan struct{}) error {
 			}
 		}
 		b.errs = l.commitBatch(b.ws)
+		l.noteCommitted(b)
 		if l.batched != nil {
 			l.batched(len(b.ws))
 		}
@@ -228,6 +234,52 @@ func (l *Log) Run(done <-chan struct{}) error {
 			}
 		}
 		l.batches <- b
+	}
+}
+
+// Head returns the newest outbox cursor committed, and whether it is
+// known: once a durable event has committed through the log, or NoteHead
+// was told the store's head. It is the store's head (OutboxHead) as long
+// as the log is the outbox's one writer, which it is while a gateway owns
+// its store (SQLite's data-directory lock, PostgreSQL's serving lock);
+// replicas sharing one database (issue 18) must read the store's. It
+// rises when the transaction is durable and before its events are
+// published, so a frame above it has not reached anyone yet: a device
+// registered in the hub before reading it gets that frame live.
+func (l *Log) Head() (int64, bool) {
+	if !l.headKnown.Load() {
+		return 0, false
+	}
+	return l.head.Load(), true
+}
+
+// NoteHead tells the log the store's head, read before any durable event
+// committed through it: the head is known from then on. A head read
+// before a commit the log saw since does not lower it.
+func (l *Log) NoteHead(head int64) {
+	l.raiseHead(head)
+	l.headKnown.Store(true)
+}
+
+func (l *Log) raiseHead(c int64) {
+	for {
+		old := l.head.Load()
+		if c <= old || l.head.CompareAndSwap(old, c) {
+			return
+		}
+	}
+}
+
+// noteCommitted raises the head to a committed batch's newest cursor.
+func (l *Log) noteCommitted(b batch) {
+	var newest int64
+	for i, w := range b.ws {
+		if b.errs[i] == nil && w.ev != nil && w.ev.Cursor > newest {
+			newest = w.ev.Cursor
+		}
+	}
+	if newest > 0 {
+		l.NoteHead(newest)
 	}
 }
 

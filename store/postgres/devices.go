@@ -69,16 +69,30 @@ func decodeWebPush(deviceID, b string) (*record.WebPush, error) {
 	return &w, nil
 }
 
-// SeeDevice records a device's name and token (and push registration,
-// when given) at hello.
-func (s *Store) SeeDevice(ctx context.Context, d store.Device) error {
-	_, err := s.exec(ctx, `INSERT INTO devices AS d (device_id, name, fcm_token, ntfy_topic, token_id, last_seen) VALUES ($1,$2,$3,$4,$5,$6)
+// seeDevice is SeeDevice's upsert.
+const seeDevice = `INSERT INTO devices AS d (device_id, name, fcm_token, ntfy_topic, token_id, last_seen) VALUES ($1,$2,$3,$4,$5,$6)
 		ON CONFLICT (device_id) DO UPDATE SET name = CASE WHEN excluded.name != '' THEN excluded.name ELSE d.name END,
 		fcm_token = CASE WHEN excluded.fcm_token != '' THEN excluded.fcm_token ELSE d.fcm_token END,
 		ntfy_topic = CASE WHEN excluded.ntfy_topic != '' THEN excluded.ntfy_topic ELSE d.ntfy_topic END,
 		token_id = CASE WHEN excluded.token_id != '' THEN excluded.token_id ELSE d.token_id END,
-		last_seen = excluded.last_seen`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
+		last_seen = excluded.last_seen`
+
+// SeeDevice records a device's name and token (and push registration,
+// when given) at hello.
+func (s *Store) SeeDevice(ctx context.Context, d store.Device) error {
+	_, err := s.exec(ctx, seeDevice, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
 	return err
+}
+
+// SeeDevice is Store.SeeDevice inside the group commit; it returns the
+// device's last_pushed_cursor.
+func (t *Tx) SeeDevice(d store.Device) (lastPushed int64, err error) {
+	args := []any{d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now()}
+	if !storable(args) {
+		return 0, ErrNotText.New() // as exec says it: a query would find no row
+	}
+	err = t.queryRow(seeDevice+` RETURNING d.last_pushed_cursor`, args...).Scan(&lastPushed)
+	return lastPushed, err
 }
 
 // DropPushOfRevoked ends the push registrations of the devices whose
