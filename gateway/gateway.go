@@ -24,6 +24,11 @@ import (
 // Config holds the core's settings; server and CLI fill it.
 type Config struct {
 	Agent agent.Agent
+	// SharedStore says other gateways commit to the store too (replicas on
+	// one PostgreSQL database): the outbox head is then read from the
+	// store, never from this gateway's commit log, which sees only its
+	// own commits.
+	SharedStore bool
 	// ShowReasoning includes the agent's reasoning in replies.
 	ShowReasoning bool
 	// OutboxKeep and OutboxMaxAge bound the outbox: frames beyond both are

@@ -212,6 +212,7 @@ func Open(cfg AppConfig) (*App, error) {
 	}
 	gcfg := cfg.Config
 	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
+	gcfg.SharedStore = cfg.Replica
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.gw.Store(a.GW)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)

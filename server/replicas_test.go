@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,4 +138,40 @@ func TestDirectoryAcrossReplicas(t *testing.T) {
 	tablet.Expect("channel.deleted", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
 	_, err = tablet.Do("message.send", lane, map[string]any{"text": "gone"})
 	wantCode(t, err, "not_found")
+}
+
+// Issue 18 with issue 17's head held in memory: a replica's hello.ack and
+// sync reach the frames other replicas committed, not only its own. B
+// learns its head once (the tablet's hello), A then commits three
+// messages, and a laptop connecting to B afterwards is told A's head and
+// replays all three.
+func TestSyncOnAReplicaReachesTheOthersFrames(t *testing.T) {
+	ns := startNATS(t)
+	url := pgtest.DB(t)
+	replica := func(c *server.AppConfig) { c.Store, c.NATS = url, ns.ClientURL(); parkedAgent(c) }
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	b.Dial(t, "tablet")
+	phone := a.Dial(t, "phone")
+	from := phone.HelloAck().SyncCursor
+	var sent []string
+	for _, text := range []string{"one", "two", "three"} {
+		sent = append(sent, send(t, phone, client.Lane{}, text))
+	}
+	head, err := a.App.Store.OutboxHead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	laptop := b.Dial(t, "laptop")
+	if got := laptop.HelloAck().SyncCursor; got != head {
+		t.Fatalf("B's hello.ack says the head is %d, the store's is %d", got, head)
+	}
+	var ids []string
+	for _, f := range syncFrom(t, laptop, from) {
+		if f.Type == "message" {
+			ids = append(ids, testgw.Str(t, f, "message_id"))
+		}
+	}
+	if !slices.Equal(ids, sent) {
+		t.Fatalf("the laptop on B replayed messages %v, A committed %v", ids, sent)
+	}
 }
