@@ -139,19 +139,46 @@ func (s *Store) PendingPushes(ctx context.Context) (int, error) {
 
 // ClaimPushes hands out up to limit pushes due at now, oldest first,
 // each claimed until until so that no sender hands it out again before
-// then, leaving out the devices in busy (being sent to already). A claim
+// then: those of at most devices devices (the oldest due first), leaving
+// out the devices in busy (being sent to already). A claim
 // outlives a sender that died mid-send: the push goes out again once it
-// expires. SQLite has one writer, so the claim is one statement.
-func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, limit int, busy []string) ([]PushJob, error) {
+// expires.
+func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]PushJob, error) {
 	skip, err := json.Marshal(append([]string{}, busy...))
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.queryWrite(ctx, `UPDATE push_queue SET claimed_until = ?
-		WHERE id IN (SELECT id FROM push_queue WHERE next_at <= ? AND claimed_until <= ?
-			AND device_id NOT IN (SELECT value FROM json_each(?)) ORDER BY next_at, id LIMIT ?)
+	// Looked for on a reader first: a quiet queue costs the writer, which
+	// the group commit needs, nothing.
+	var ids []int64
+	found, err := s.query(ctx, `SELECT id FROM push_queue WHERE next_at <= ?1 AND claimed_until <= ?1 AND device_id IN (
+			SELECT device_id FROM push_queue WHERE next_at <= ?1 AND claimed_until <= ?1
+			AND device_id NOT IN (SELECT value FROM json_each(?2)) GROUP BY device_id ORDER BY min(next_at), min(id) LIMIT ?3)
+		ORDER BY next_at, id LIMIT ?4`, now.UnixMilli(), string(skip), devices, limit)
+	if err != nil {
+		return nil, err
+	}
+	for found.Next() {
+		var id int64
+		if err := found.Scan(&id); err != nil {
+			found.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	found.Close()
+	if err := found.Err(); err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	want, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	// The conditions again: a push finished or claimed since is not taken.
+	rows, err := s.queryWrite(ctx, `UPDATE push_queue SET claimed_until = ?3
+		WHERE id IN (SELECT value FROM json_each(?1)) AND next_at <= ?2 AND claimed_until <= ?2
 		RETURNING id, device_id, collapse, cursor, title, body, chat_id, thread_id, kind, priority, message_id, attempts, next_at, last_err, gen, claimed_until`,
-		until.UnixMilli(), now.UnixMilli(), now.UnixMilli(), string(skip), limit)
+		string(want), now.UnixMilli(), until.UnixMilli())
 	if err != nil {
 		return nil, err
 	}

@@ -66,19 +66,23 @@ func (s *Store) PendingPushes(ctx context.Context) (int, error) {
 // another replica is claiming are skipped, not waited for: FOR UPDATE
 // SKIP LOCKED), so no other hands it out again before then. A claim
 // outlives a sender that died mid-send, and the push goes out again once
-// it expires: at least once after a crash, never twice otherwise. The
-// devices in busy (this replica's senders have them) are left out.
-func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, limit int, busy []string) ([]store.PushJob, error) {
+// it expires: at least once after a crash, never twice otherwise. It
+// takes the pushes of at most devices devices (those with the oldest due
+// pushes: a sender claims what it has workers for), leaving out those in
+// busy (this replica's senders have them).
+func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]store.PushJob, error) {
 	if busy == nil {
 		busy = []string{}
 	}
 	rows, err := s.query(ctx, `UPDATE push_queue q SET claimed_until = $2
-		FROM (SELECT id FROM push_queue WHERE next_at <= $1 AND claimed_until <= $1 AND NOT (device_id = ANY($4))
+		FROM (SELECT id FROM push_queue WHERE next_at <= $1 AND claimed_until <= $1 AND device_id IN (
+				SELECT device_id FROM push_queue WHERE next_at <= $1 AND claimed_until <= $1 AND NOT (device_id = ANY($4))
+				GROUP BY device_id ORDER BY min(next_at), min(id) LIMIT $5)
 			ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
 		WHERE q.id = due.id
 		RETURNING q.id, q.device_id, q.collapse, q.cursor, q.title, q.body, q.chat_id, q.thread_id, q.kind, q.priority,
 			q.message_id, q.attempts, q.next_at, q.last_err, q.gen, q.claimed_until`,
-		now.UnixMilli(), until.UnixMilli(), limit, busy)
+		now.UnixMilli(), until.UnixMilli(), limit, busy, devices)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ var claimTests = []test{
 
 func claim(t *testing.T, s Store, now, until time.Time, busy ...string) []store.PushJob {
 	t.Helper()
-	js, err := s.ClaimPushes(bg, now, until, 100, busy)
+	js, err := s.ClaimPushes(bg, now, until, 100, 100, busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func testPushClaimsConcurrent(t *testing.T, s Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				js, err := s.ClaimPushes(bg, t0, t0.Add(time.Minute), 7, nil)
+				js, err := s.ClaimPushes(bg, t0, t0.Add(time.Minute), 3, 7, nil)
 				if err != nil {
 					errs <- err
 					return

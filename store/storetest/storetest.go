@@ -73,7 +73,7 @@ type Store interface {
 	// The push queue.
 	EnqueuePush(ctx context.Context, j store.PushJob, now time.Time) error
 	DuePushes(ctx context.Context, now time.Time, limit int) ([]store.PushJob, error)
-	ClaimPushes(ctx context.Context, now, until time.Time, limit int, busy []string) ([]store.PushJob, error)
+	ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]store.PushJob, error)
 	ReleasePush(ctx context.Context, j store.PushJob) error
 	PendingPushes(ctx context.Context) (int, error)
 	DonePush(ctx context.Context, j store.PushJob) error
