@@ -17,6 +17,10 @@ type Metrics struct {
 	// Unreadable counts the outbox frames syncs skipped because their
 	// rows do not decode.
 	Unreadable prometheus.Counter
+	// LeasesHeld and Takeovers are a replica's lane leases (issue 18;
+	// always 0 on a lone gateway).
+	LeasesHeld prometheus.Gauge
+	Takeovers  prometheus.Counter
 }
 
 // NewMetrics makes the series and registers them with reg (nil: not registered).
@@ -32,9 +36,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Limited:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_limited_total", Help: "Requests and connections a resource bound refused or cut, by bound."}, []string{"bound"}),
 		Unreadable: prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_sync_unreadable_frames_total",
 			Help: "Outbox frames a sync skipped because their rows do not decode (the device is told truncated)."}),
+		LeasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "irisgate_lane_leases_held",
+			Help: "Lanes whose turns this replica runs now (it holds their leases)."}),
+		Takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_lane_takeovers_total",
+			Help: "Lanes this replica took over from a replica whose lease had expired (it died or lost the database)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited, m.Unreadable)
+		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited, m.Unreadable,
+			m.LeasesHeld, m.Takeovers)
 	}
 	return m
 }

@@ -48,6 +48,9 @@ type AppConfig struct {
 	// share one directory (a volume every replica mounts): a file one
 	// replica stored is pulled through another.
 	MediaDir string
+	// LeaseTTL and LeaseSweep are a replica's lane leases' (turn.Leasing:
+	// turn.DefaultLeaseTTL, turn.DefaultLeaseSweep unless set).
+	LeaseTTL, LeaseSweep time.Duration
 
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
@@ -180,8 +183,12 @@ func Open(cfg AppConfig) (*App, error) {
 	}
 	gcfg := cfg.Config
 	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
+	if cfg.Replica {
+		gcfg.Leasing = replicaLeasing(cfg, st)
+	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
+	a.Cron.Replica = cfg.Replica
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
 	reg.MustRegister(auth.Collectors()...)
 	a.Srv = New(cfg.Server, a.GW, auth, cfg.Log, reg, m)
