@@ -152,6 +152,11 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	return g
 }
 
+// PokeLane says that another replica queued a turn in lk or forwarded a
+// stop to it (turn.Runner.Poke): the fleet layer calls it when NATS says
+// so. A lone gateway ignores it.
+func (g *Gateway) PokeLane(lk core.Lane) { g.turns.Poke(lk) }
+
 // Recovered is closed when start-up recovery is done; RecoverErr then
 // says whether it failed.
 func (g *Gateway) Recovered() <-chan struct{} { return g.recovered }
