@@ -26,7 +26,7 @@ type LeaseStore interface {
 	LetLane(ctx context.Context, lk core.Lane, holder string) error
 	LaneOwed(ctx context.Context, lk core.Lane) (bool, error)
 	RenewLanes(ctx context.Context, holder string, ttl time.Duration) ([]store.HeldLane, error)
-	OrphanLanes(ctx context.Context, limit int) ([]core.Lane, error)
+	OrphanLanes(ctx context.Context, holder string, grace time.Duration, limit int) ([]core.Lane, error)
 	StopLane(ctx context.Context, lk core.Lane, holder string) (bool, error)
 	// What a turn queued through another replica is made from.
 	Message(ctx context.Context, id string) (core.Message, error)
@@ -111,13 +111,23 @@ func (r *Runner) Poke(lk core.Lane) {
 	default:
 	}
 	r.mu.Lock()
+	if l := r.lanes[lk]; l != nil && l.active {
+		l.poked = true // its goroutine looks at the queue before it ends
+	}
+	r.mu.Unlock()
+	r.takeUp(lk)
+}
+
+// takeUp starts lk's goroutine, which takes the lane's lease and runs its
+// queue, unless it runs already.
+func (r *Runner) takeUp(lk core.Lane) {
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
 		return
 	}
 	l := r.laneLocked(lk)
 	if l.active {
-		l.poked = true // its goroutine looks at the queue before it ends
 		return
 	}
 	l.active = true
@@ -365,12 +375,17 @@ func (r *Runner) renewLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("turn: renewing lane leases", "err", err)
 		}
-		r.renewed(held, err == nil, sent)
+		for _, lk := range r.renewed(held, err == nil, sent) {
+			r.takeUp(lk)
+		}
 	}
 }
 
-// renewed applies a renewal's answer (ok false: it failed).
-func (r *Runner) renewed(held []store.HeldLane, ok bool, sent time.Time) {
+// renewed applies a renewal's answer (ok false: it failed). It returns
+// the lanes the store says this replica holds and it does not run (it
+// lost track of them when a statement failed): the caller takes them up,
+// to run their queue or let them go.
+func (r *Runner) renewed(held []store.HeldLane, ok bool, sent time.Time) (untracked []core.Lane) {
 	f := r.fl
 	stops := map[core.Lane]int64{}
 	for _, h := range held {
@@ -379,6 +394,11 @@ func (r *Runner) renewed(held []store.HeldLane, ok bool, sent time.Time) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, h := range held {
+		if l := r.lanes[h.Lane]; l == nil || (!l.leased && !l.active) {
+			untracked = append(untracked, h.Lane)
+		}
+	}
 	for key, l := range r.lanes {
 		if !l.leased {
 			continue
@@ -407,22 +427,25 @@ func (r *Runner) renewed(held []store.HeldLane, ok bool, sent time.Time) {
 			}
 		}
 	}
+	return untracked
 }
 
-// sweepLoop takes up the lanes with turns queued and no live lease.
+// sweepLoop takes up the lanes with turns queued and no live lease,
+// queued at least TTL/3 ago (the replica they were queued through takes
+// the lease itself at once, and its device sees the turn live).
 func (r *Runner) sweepLoop(ctx context.Context) {
 	f := r.fl
 	t := time.NewTicker(f.Sweep)
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, f.leaseWait())
-		lanes, err := f.Store.OrphanLanes(sctx, orphansPerSweep)
+		lanes, err := f.Store.OrphanLanes(sctx, f.Holder, f.TTL/3, orphansPerSweep)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("turn: looking for lanes no replica holds", "err", err)
 		}
 		for _, lk := range lanes {
-			r.Poke(lk)
+			r.takeUp(lk)
 		}
 		select {
 		case <-ctx.Done():

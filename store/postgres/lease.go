@@ -90,14 +90,19 @@ func (s *Store) RenewLanes(ctx context.Context, holder string, ttl time.Duration
 	return out, rs.Err()
 }
 
-// OrphanLanes lists up to limit lanes with turns queued and no live lease:
-// their holder died, or let the lease go just as a turn was queued
-// through another replica.
-func (s *Store) OrphanLanes(ctx context.Context, limit int) ([]core.Lane, error) {
+// OrphanLanes lists up to limit lanes with turns queued and no live lease
+// but holder's own: their holder died, or let the lease go just as a turn
+// was queued through another replica, or holder itself lost track of a
+// lease it still has (a statement that failed while the database
+// restarted). Only turns queued longer than grace ago count: the replica
+// a turn was queued through takes the lease itself a moment after, and
+// its device, connected there, sees the turn live.
+func (s *Store) OrphanLanes(ctx context.Context, holder string, grace time.Duration, limit int) ([]core.Lane, error) {
 	rs, err := s.query(ctx, `SELECT DISTINCT t.chat_id, t.thread_id FROM turns t
-		WHERE NOT EXISTS (SELECT 1 FROM lane_leases l WHERE l.chat_id = t.chat_id AND l.thread_id = t.thread_id
-			AND l.expires >= clock_timestamp())
-		LIMIT $1`, limit)
+		WHERE t.queued_at < clock_timestamp() - $2 * interval '1 millisecond'
+		AND NOT EXISTS (SELECT 1 FROM lane_leases l WHERE l.chat_id = t.chat_id AND l.thread_id = t.thread_id
+			AND l.expires >= clock_timestamp() AND l.holder <> $1)
+		LIMIT $3`, holder, grace.Milliseconds(), limit)
 	if err != nil {
 		return nil, err
 	}

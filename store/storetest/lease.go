@@ -19,7 +19,7 @@ type Leaser interface {
 	LetLane(ctx context.Context, lk core.Lane, holder string) error
 	LaneOwed(ctx context.Context, lk core.Lane) (bool, error)
 	RenewLanes(ctx context.Context, holder string, ttl time.Duration) ([]store.HeldLane, error)
-	OrphanLanes(ctx context.Context, limit int) ([]core.Lane, error)
+	OrphanLanes(ctx context.Context, holder string, grace time.Duration, limit int) ([]core.Lane, error)
 	StopLane(ctx context.Context, lk core.Lane, holder string) (bool, error)
 }
 
@@ -104,8 +104,16 @@ func testLeaseOneHolder(t *testing.T, s Leaser) {
 	if err != nil || len(held) != 2 {
 		t.Fatalf("renewed %+v, %v: want A's two lanes", held, err)
 	}
-	if orphans, err := s.OrphanLanes(bg, 10); err != nil || len(orphans) != 0 {
+	if orphans, err := s.OrphanLanes(bg, "A", time.Hour, 10); err != nil || len(orphans) != 0 {
+		t.Fatalf("orphans %v, %v: turns queued a moment ago are the replica's that queued them", orphans, err)
+	}
+	if orphans, err := s.OrphanLanes(bg, "C", 0, 10); err != nil || len(orphans) != 0 {
 		t.Fatalf("orphans %v, %v: every lane with turns is leased", orphans, err)
+	}
+	// A holder that lost track of its lease (a statement that failed)
+	// finds its own lanes among those to take up.
+	if orphans, err := s.OrphanLanes(bg, "A", 0, 10); err != nil || !slices.Equal(orphans, []core.Lane{laneA}) {
+		t.Fatalf("A's orphans %v, %v: want its own lane with turns", orphans, err)
 	}
 }
 
@@ -119,7 +127,7 @@ func testLeaseTakeover(t *testing.T, s Leaser) {
 	if a := take(t, s, laneA, "A", 0); !a.Held {
 		t.Fatalf("take: %+v", a)
 	}
-	orphans, err := s.OrphanLanes(bg, 10)
+	orphans, err := s.OrphanLanes(bg, "B", 0, 10)
 	if err != nil || !slices.Equal(orphans, []core.Lane{laneA}) {
 		t.Fatalf("orphans %v, %v", orphans, err)
 	}
@@ -156,7 +164,7 @@ func testLeaseLetGo(t *testing.T, s Leaser) {
 	if owed, err := s.LaneOwed(bg, laneA); err != nil || !owed {
 		t.Fatalf("owed %v, %v after the lease was let go", owed, err)
 	}
-	if orphans, _ := s.OrphanLanes(bg, 10); !slices.Equal(orphans, []core.Lane{laneA}) {
+	if orphans, _ := s.OrphanLanes(bg, "B", 0, 10); !slices.Equal(orphans, []core.Lane{laneA}) {
 		t.Fatalf("orphans %v", orphans)
 	}
 	if b := take(t, s, laneA, "B", time.Minute); !b.Held || b.TakenOver || !slices.Equal(turnIDs(b), []string{"m1"}) {

@@ -16,4 +16,8 @@ CREATE TABLE lane_leases (
 	PRIMARY KEY (chat_id, thread_id)
 );
 CREATE INDEX lane_leases_holder ON lane_leases (holder);
+-- When a turn was queued: a lane is taken up by a replica's sweep only
+-- once its turns have waited a while, so the replica a message came
+-- through (whose device is connected to it) takes the lease first.
+ALTER TABLE turns ADD COLUMN queued_at timestamptz NOT NULL DEFAULT clock_timestamp();
 ALTER TABLE push_queue ADD COLUMN claimed_until bigint NOT NULL DEFAULT 0;
