@@ -21,6 +21,7 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
@@ -296,6 +297,45 @@ func TestLeaseSurvivesAPostgresRestart(t *testing.T) {
 				t.Fatalf("%v takeovers across a restart shorter than the lease", n)
 			}
 		})
+	}
+}
+
+// A lane's queue is bounded across replicas: the replica a message comes
+// through counts the queue in the store (it keeps none of it when another
+// replica runs the lane), so senders spread over replicas meet the one
+// bound. /stop all through that replica drops the queue in the store.
+func TestLaneQueueBoundedAcrossReplicas(t *testing.T) {
+	on := testgw.OnPostgres(t)
+	w := newLaneWatch(0)
+	w.hold = make(chan struct{})
+	g1 := testgw.Start(t, replica(on, 10*time.Second, w)...)
+	g2 := testgw.Start(t, replica(on, 10*time.Second, w)...)
+	a := g1.Dial(t, "phone")
+	b := g2.Dial(t, "tablet")
+	send(t, a, def, "hold the lane")
+	a.Expect("message.update", nil)
+	accepted, refused := 0, 0
+	for i := range gateway.MaxQueuedTurns + 3 {
+		d := b
+		if i%4 == 0 {
+			d = a
+		}
+		if _, err := d.Do("message.send", def, map[string]any{"text": fmt.Sprintf("queued %d", i)}); err != nil {
+			wantCode(t, err, "rate_limited")
+			refused++
+			continue
+		}
+		accepted++
+	}
+	if accepted != gateway.MaxQueuedTurns || refused != 3 {
+		t.Fatalf("%d queued, %d refused; want %d and 3", accepted, refused, gateway.MaxQueuedTurns)
+	}
+	b.MustDo("message.send", def, map[string]any{"text": "/stop all"})
+	allTurnsEnded(t, g2.App.Store)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Equal(w.inputs, []string{"hold the lane"}) {
+		t.Fatalf("turns ran %q: /stop all through the other replica must drop the queue", w.inputs)
 	}
 }
 

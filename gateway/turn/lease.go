@@ -25,6 +25,7 @@ type LeaseStore interface {
 	TakeLane(ctx context.Context, lk core.Lane, holder string, ttl time.Duration) (store.LaneLease, error)
 	LetLane(ctx context.Context, lk core.Lane, holder string) error
 	LaneOwed(ctx context.Context, lk core.Lane) (bool, error)
+	LaneQueued(ctx context.Context, lk core.Lane) (int, error)
 	RenewLanes(ctx context.Context, holder string, ttl time.Duration) ([]store.HeldLane, error)
 	OrphanLanes(ctx context.Context, holder string, grace time.Duration, limit int) ([]core.Lane, error)
 	StopLane(ctx context.Context, lk core.Lane, holder string) (bool, error)
@@ -453,6 +454,22 @@ func (r *Runner) sweepLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// queuedElsewhere counts the people's turns waiting in lk's queue in the
+// store, for Reserve: a replica keeps none of the turns it queues for a
+// lane another replica holds, so its own count would never reach the
+// bound. A store that does not answer lets the send through (the
+// store will not take the message either).
+func (r *Runner) queuedElsewhere(lk core.Lane) int {
+	ctx, cancel := context.WithTimeout(r.ctx, r.fl.leaseWait())
+	defer cancel()
+	n, err := r.fl.Store.LaneQueued(ctx, lk)
+	if err != nil {
+		r.log.Warn("turn: counting a lane's queue", "lane", lk.String(), "err", err)
+		return 0
+	}
+	return n
 }
 
 // holds reports whether this replica holds lk's lease.

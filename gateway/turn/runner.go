@@ -251,13 +251,17 @@ func (r *Runner) laneLocked(lk core.Lane) *lane {
 // queues it there (EnqueueReserved, the slot in its Pending) or gives both
 // back (Release).
 func (r *Runner) Reserve(lk core.Lane, token string) (*Slot, error) {
+	elsewhere := 0
+	if r.fl != nil {
+		elsewhere = r.queuedElsewhere(lk) // a replica: the queue is the store's
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
 		return nil, ErrShuttingDown.New()
 	}
 	l := r.lanes[lk]
-	if l != nil && l.queuedLocked() >= MaxQueued {
+	if (l != nil && l.queuedLocked() >= MaxQueued) || elsewhere >= MaxQueued {
 		r.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
 		return nil, ErrQueueFull.New(MaxQueued)
 	}

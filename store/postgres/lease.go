@@ -69,6 +69,16 @@ func (s *Store) LaneOwed(ctx context.Context, lk core.Lane) (bool, error) {
 	return ok, err
 }
 
+// LaneQueued counts the people's turns waiting in lk (not started; cron
+// runs aside), on every replica: the bound a replica holds a sender to
+// (turn.MaxQueued) when the lane's queue may be another's.
+func (s *Store) LaneQueued(ctx context.Context, lk core.Lane) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT count(*) FROM turns WHERE chat_id = $1 AND thread_id = $2 AND NOT running AND NOT `+cronTurn,
+		lk.ChatID, lk.ThreadID).Scan(&n)
+	return n, err
+}
+
 // RenewLanes extends every lease holder has by ttl from now and returns
 // the lanes it still holds, with their stop counts. A lane missing from
 // the answer was lost: its lease expired and another replica took it.

@@ -18,6 +18,7 @@ type Leaser interface {
 	TakeLane(ctx context.Context, lk core.Lane, holder string, ttl time.Duration) (store.LaneLease, error)
 	LetLane(ctx context.Context, lk core.Lane, holder string) error
 	LaneOwed(ctx context.Context, lk core.Lane) (bool, error)
+	LaneQueued(ctx context.Context, lk core.Lane) (int, error)
 	RenewLanes(ctx context.Context, holder string, ttl time.Duration) ([]store.HeldLane, error)
 	OrphanLanes(ctx context.Context, holder string, grace time.Duration, limit int) ([]core.Lane, error)
 	StopLane(ctx context.Context, lk core.Lane, holder string) (bool, error)
@@ -95,6 +96,10 @@ func testLeaseOneHolder(t *testing.T, s Leaser) {
 	}
 	if b := take(t, s, laneB, "B", time.Minute); !b.Held || !slices.Equal(turnIDs(b), []string{"m3"}) {
 		t.Fatalf("another lane: %+v", b)
+	}
+	queueTurns(t, s, laneA, store.CronTurnID("job1"))
+	if n, err := s.LaneQueued(bg, laneA); err != nil || n != 1 {
+		t.Fatalf("queued %d, %v: want m2 (m1 runs, a cron run is not counted)", n, err)
 	}
 	empty := take(t, s, core.Lane{ChatID: "quiet"}, "A", time.Minute)
 	if !empty.Held || len(empty.Turns) != 0 {
