@@ -214,6 +214,12 @@ func (r *Runner) syncLane(l *lane) {
 		})
 	}
 
+	var dropped []*cronRun // told after r.mu is let go: done writes the job
+	defer func() {
+		for _, c := range dropped {
+			c.done(ErrCronStopped)
+		}
+	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	mine := map[string]Pending{}
@@ -251,7 +257,7 @@ func (r *Runner) syncLane(l *lane) {
 			// Its row is gone: dropped through another replica (/stop all).
 			r.freeSlotLocked(p.Slot)
 			if p.cron != nil {
-				p.cron.done(ErrCronStopped)
+				dropped = append(dropped, p.cron)
 			}
 		default:
 			next = append(next, p) // queued while the lease was read
