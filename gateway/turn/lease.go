@@ -366,7 +366,7 @@ func (r *Runner) setLeasedLocked(l *lane, on bool) {
 // A stop forwarded through another replica stops the running turn too.
 func (r *Runner) renewLoop(ctx context.Context) {
 	f := r.fl
-	t := time.NewTicker(f.TTL / 3)
+	t := time.NewTicker(max(f.TTL/3, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
