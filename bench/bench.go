@@ -36,14 +36,16 @@ const (
 	Model   = "model"
 	Floods  = "floods"
 	Ratios  = "ratios"
+	// SideBySide is issue 17's table against Centrifugo (sidebyside.go).
+	SideBySide = "sidebyside"
 )
 
 // All lists every scenario in run order.
-var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods, Ratios}
+var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods, Ratios, SideBySide}
 
-var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods, "j": Ratios}
+var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods, "j": Ratios, "k": SideBySide}
 
-// ParseScenarios reads a comma list of scenario names (or their letters a–j,
+// ParseScenarios reads a comma list of scenario names (or their letters a–k,
 // or "all") and returns them in run order.
 func ParseScenarios(s string) ([]string, error) {
 	want := map[string]bool{}
@@ -66,7 +68,7 @@ func ParseScenarios(s string) ([]string, error) {
 			known = known || n == p
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–j, or all)", p, strings.Join(All, ", "))
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–k, or all)", p, strings.Join(All, ", "))
 		}
 		want[p] = true
 	}
@@ -130,6 +132,7 @@ type Options struct {
 	RatioIdle       int           // idle connections for RSS (5,000; quick 50)
 	RatioReply      int           // bytes of the streamed reply (12,000; quick 1,200)
 	RatioDeflate    bool          // fan-out and HTTP watchers offer permessage-deflate
+	SideBySide      SideOptions   // the sidebyside scenario: Centrifugo, runs (it uses the ratio sizes)
 	// ChildCmd makes the command of a child gateway of the ratios
 	// scenario from its spec (default: this executable's "bench --child").
 	ChildCmd func(spec string) (*exec.Cmd, error)
@@ -286,6 +289,8 @@ type Result struct {
 	Notes   []string // what limits the figures, warnings, checks
 	// Rows are the ratios scenario's figures, each with its baseline.
 	Rows []Row
+	// Table is preformatted lines printed after the figures (sidebyside).
+	Table []string
 	// Lost counts durable frames a device should have and never got
 	// (storm), final updates or stops missing (fan-out), replayed frames
 	// missing (sync): anything the gateway must never lose.
@@ -357,6 +362,8 @@ func Run(ctx context.Context, o Options, w io.Writer) ([]Result, error) {
 			r = runFloods(sctx, &o)
 		case Ratios:
 			r = runRatios(sctx, &o)
+		case SideBySide:
+			r = runSideBySide(sctx, &o)
 		}
 		stopProfile()
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -441,6 +448,9 @@ func writeResult(w io.Writer, r *Result) {
 	tw.Flush()
 	if len(r.Rows) > 0 {
 		writeRows(w, r.Rows)
+	}
+	for _, l := range r.Table {
+		fmt.Fprintf(w, "  %s\n", l)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w)

@@ -13,8 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,10 +54,14 @@ type childSpec struct {
 	Listen string // 127.0.0.1:port
 	Dir    string // data directory (irisgate)
 	Lanes  int    // channels created before serving (irisgate)
+	// Profile, when set, is where the child writes a CPU profile of its
+	// whole run (Options.ProfileDir): the gateway's costs without the
+	// simulated devices'.
+	Profile string
 }
 
 func (s childSpec) encode() string {
-	return url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}}.Encode()
+	return url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}, "profile": {s.Profile}}.Encode()
 }
 
 func parseChildSpec(s string) (childSpec, error) {
@@ -62,7 +69,7 @@ func parseChildSpec(s string) (childSpec, error) {
 	if err != nil {
 		return childSpec{}, err
 	}
-	c := childSpec{Mode: v.Get("mode"), Listen: v.Get("listen"), Dir: v.Get("dir")}
+	c := childSpec{Mode: v.Get("mode"), Listen: v.Get("listen"), Dir: v.Get("dir"), Profile: v.Get("profile")}
 	if l := v.Get("lanes"); l != "" {
 		if c.Lanes, err = strconv.Atoi(l); err != nil || c.Lanes < 0 || c.Lanes > 4000 {
 			return c, fmt.Errorf("lanes %q: want 0–4000", l)
@@ -101,10 +108,26 @@ func RunChild(spec string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	if c.Profile != "" {
+		f, err := os.Create(c.Profile)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			ln.Close()
+			return err
+		}
+		// Stopped (and written) as soon as the bench says stop, before
+		// a shutdown that a parked turn may make it kill.
+		defer pprof.StopCPUProfile()
+	}
 	if c.Mode == childBare {
 		srv := &http.Server{Handler: bareMux(), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		<-sig
+		pprof.StopCPUProfile()
 		return srv.Close()
 	}
 	cfg := server.AppConfig{
@@ -130,6 +153,7 @@ func RunChild(spec string) error {
 	}
 	go app.Serve(ln)
 	<-sig
+	pprof.StopCPUProfile()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return app.Close(ctx)
@@ -285,6 +309,9 @@ func selfChild(spec string) (*exec.Cmd, error) {
 	return ChildCmd(exe)(spec)
 }
 
+// childSeq numbers the children's profiles in the order they started.
+var childSeq atomic.Int64
+
 // startChild starts a child of mode (with lanes channels) and waits until
 // it answers /healthz.
 func startChild(ctx context.Context, o *Options, mode string, lanes int) (*childProc, error) {
@@ -294,6 +321,12 @@ func startChild(ctx context.Context, o *Options, mode string, lanes int) (*child
 	}
 	c := &childProc{addr: addr, url: "ws://" + addr + "/ws", base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	spec := childSpec{Mode: mode, Listen: addr, Lanes: lanes}
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+		spec.Profile = filepath.Join(o.ProfileDir, fmt.Sprintf("child-%s-%d.cpu.pprof", mode, childSeq.Add(1)))
+	}
 	if mode == childIrisgate {
 		if c.dir, err = os.MkdirTemp(o.TempDir, "irisgate-bench-ratios-"); err != nil {
 			return nil, err

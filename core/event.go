@@ -63,7 +63,7 @@ type Event struct {
 	MessageIDs   []string      // message.deleted, read.receipt (one)
 	Tool         *Tool         // tool.*
 	Todos        []Todo        // todo.update
-	On           bool          // typing
+	On           bool          // typing, speech
 	Notification *Notification // notification
 	Channel      *Channel      // channel.created/renamed
 	ChatID       string        // channel.deleted
@@ -154,3 +154,9 @@ type PickerClosed struct {
 	// Value is the answer applied; empty when nobody answered.
 	Value string
 }
+
+// EvSpeech says a reply's speech (voice out) began (On) or ended: its
+// pieces are then all offered, or no more will be (stopped, failed). It
+// is ephemeral and carries the reply's StreamID. Hermes Mobile holds its
+// avatar's speaking state by it; Iris has no frame for it.
+const EvSpeech EventType = "speech"

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/gateway/slash"
 	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
@@ -37,26 +38,9 @@ type SendRequest struct {
 // Send stores a person's message, echoes it to every device (with the
 // request id to the sender) and queues an agent turn for it.
 func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error {
-	// A flood into a full lane is refused before it costs a query.
-	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.turns.QueueFull(req.Lane) {
-		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
-		return turn.ErrQueueFull.New(turn.MaxQueued)
-	}
-	ch, err := g.resolveLane(ctx, &req.Lane)
+	ch, err := g.checkSend(ctx, &req)
 	if err != nil {
 		return err
-	}
-	if ch.Automation {
-		return ErrAutomationSend.New(ch.Name)
-	}
-	if len(req.Text) > MaxTextBytes {
-		return ErrTextTooLong.New(len(req.Text), MaxTextBytes)
-	}
-	if !utf8.ValidString(req.Text) {
-		return ErrTextNotUTF8.New()
-	}
-	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
-		return ErrEmptyMessage.New()
 	}
 	refs, err := g.checkRefs(ctx, from.DeviceID(), req.MediaRefs)
 	if err != nil {
@@ -99,20 +83,11 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 			return err
 		}
 	}
-	// The turn is owed from the moment the message is stored: a restart
-	// before it runs still answers it.
-	if err := g.commit(ctx, func(tx store.Tx) error {
-		if err := attach(tx, from.DeviceID(), refs, &m); err != nil {
-			return err
-		}
-		if err := tx.InsertMessage(m, false); err != nil {
-			return err
-		}
-		if isCmd {
-			return nil
-		}
-		return tx.QueueTurn(m.Lane, m.ID)
-	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: &m, ReplyTo: from.Reply()}); err != nil {
+	p, err := g.queueMessage(ctx, from, refs, &m, isCmd)
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil {
 		if !isCmd {
 			g.turns.Release(m.Lane, slot)
 		}
@@ -131,34 +106,81 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 	return nil
 }
 
-// resolveLane fills in the default channel when the chat id is absent and
-// checks that the lane exists. It returns the lane's channel.
-func (g *Gateway) resolveLane(ctx context.Context, l *core.Lane) (core.Channel, error) {
-	if l.ChatID == "" {
-		chs, err := g.st.Channels(ctx)
-		if err != nil {
-			return core.Channel{}, err
-		}
-		for _, c := range chs {
-			if c.IsDefault {
-				l.ChatID = c.ChatID
-			}
-		}
+// checkSend refuses what a send may be refused for before anything is
+// looked up or stored, and resolves its lane.
+func (g *Gateway) checkSend(ctx context.Context, req *SendRequest) (core.Channel, error) {
+	// A flood into a full lane is refused before it costs a lookup.
+	if req.Lane.ChatID != "" && !slash.Is(req.Text) && g.turns.QueueFull(req.Lane) {
+		g.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
+		return core.Channel{}, turn.ErrQueueFull.New(turn.MaxQueued)
 	}
-	ch, err := g.st.Channel(ctx, l.ChatID)
+	ch, err := g.resolveLane(ctx, &req.Lane)
 	if err != nil {
-		return ch, notFound(err, ErrUnknownChat, quote(l.ChatID))
+		return ch, err
 	}
-	if ch.Kind == core.KindThread {
-		return ch, ErrChatIsThread.New(l.ChatID)
+	if ch.Automation {
+		return ch, ErrAutomationSend.New(ch.Name)
 	}
-	if l.ThreadID != "" {
-		th, err := g.st.Channel(ctx, l.ThreadID)
-		if err != nil || th.Kind != core.KindThread || th.ParentChatID != l.ChatID {
-			return ch, ErrUnknownThread.New(l.ThreadID, l.ChatID)
-		}
+	if len(req.Text) > MaxTextBytes {
+		return ch, ErrTextTooLong.New(len(req.Text), MaxTextBytes)
+	}
+	if !utf8.ValidString(req.Text) {
+		return ch, ErrTextNotUTF8.New()
+	}
+	if strings.TrimSpace(req.Text) == "" && len(req.MediaRefs) == 0 {
+		return ch, ErrEmptyMessage.New()
 	}
 	return ch, nil
+}
+
+// queueMessage queues the commit of a person's message m (with its media
+// refs) and its echo, and of the turn it is owed unless it is a command.
+// The turn is owed from the moment the message is stored: a restart
+// before it runs still answers it.
+func (g *Gateway) queueMessage(ctx context.Context, from Caller, refs []string, m *core.Message, isCmd bool) (*commit.Pending, error) {
+	return g.commits.Enqueue(ctx, func(tx store.Tx) error {
+		if err := attach(tx, from.DeviceID(), refs, m); err != nil {
+			return err
+		}
+		if err := tx.InsertMessage(*m, false); err != nil {
+			return err
+		}
+		if isCmd {
+			return nil
+		}
+		return tx.QueueTurn(m.Lane, m.ID)
+	}, &core.Event{Type: core.EvMessage, Lane: m.Lane, Message: m, ReplyTo: from.Reply()})
+}
+
+// resolveLane fills in the default channel when the chat id is absent and
+// checks that the lane exists. It returns the lane's channel (without its
+// icon), from the directory held in memory (directory.go).
+func (g *Gateway) resolveLane(ctx context.Context, l *core.Lane) (core.Channel, error) {
+	var ch core.Channel
+	var rerr error
+	err := g.dir.view(ctx, g.st, func(byID map[string]core.Channel, def string) {
+		if l.ChatID == "" {
+			l.ChatID = def
+		}
+		var ok bool
+		if ch, ok = byID[l.ChatID]; !ok {
+			rerr = ErrUnknownChat.New(quote(l.ChatID))
+			return
+		}
+		if ch.Kind == core.KindThread {
+			rerr = ErrChatIsThread.New(l.ChatID)
+			return
+		}
+		if l.ThreadID != "" {
+			if th, ok := byID[l.ThreadID]; !ok || th.Kind != core.KindThread || th.ParentChatID != l.ChatID {
+				rerr = ErrUnknownThread.New(l.ThreadID, l.ChatID)
+			}
+		}
+	})
+	if err != nil {
+		return ch, err
+	}
+	return ch, rerr
 }
 
 func quote(s string) string {

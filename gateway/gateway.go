@@ -105,6 +105,8 @@ type Gateway struct {
 	limits limits
 	// skipped are the outbox rows a sync skipped and logged (devices.go).
 	skipped skippedRows
+	// dir is the channel directory as sends resolve lanes (directory.go).
+	dir directory
 
 	presence presence // who connects and leaves (devices.go)
 	voice    voiceNotes
@@ -140,7 +142,8 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
 	}
-	g.commits = commit.New(st, h, log, commit.Config{ReplayCache: cfg.ReplayCache, AfterPublish: g.published})
+	g.commits = commit.New(st, h, log, commit.Config{ReplayCache: cfg.ReplayCache, AfterPublish: g.published,
+		AfterCommit: g.dir.apply, Batch: func(n int) { cfg.Metrics.CommitBatch.Observe(float64(n)) }})
 	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
 		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
 		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},

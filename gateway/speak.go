@@ -3,68 +3,52 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/store"
-	"github.com/irisgate/irisgate/voice"
 )
 
-// Voice out: in a lane with /voice on, a finished reply's text is spoken
-// through the TTS endpoint in sentence pieces (voice.Splitter), each
-// piece's audio stored in the media store, offered (media.offer) and
-// listed in the reply's media: Iris devices get attachments of the final
-// message, Hermes Mobile phones media of kind voice. The pieces are spoken
-// once the agent is done and before message.stop, so the final message
-// carries them all; speaking as the text streams is not done yet. A
-// failure costs only the audio: the reply goes as text, and the lane is
-// told why.
+// Voice out: in a lane with /voice on, the reply is spoken in pieces as it
+// streams (package turn cuts them and runs one speaking worker per turn;
+// see gateway/turn/speech.go). Each piece is spoken here through the TTS
+// endpoint, stored in the media store and offered at once (media.offer
+// tied to the reply): Iris devices pull it while the reply still streams,
+// Hermes Mobile phones get it as media of kind voice, and the final
+// message lists every piece. A failure costs only the audio.
 
 // Speaker speaks text (voice.TTS).
 type Speaker interface {
 	Speak(ctx context.Context, text string) (audio []byte, mimeType, ext string, err error)
 }
 
-// Bounds of one spoken reply: what a long reply can make the gateway ask
-// for and store.
+// Bounds of one spoken reply (turn.MaxSpokenPieces, turn.MaxSpokenBytes).
 const (
-	MaxSpokenPieces = 8
-	MaxSpokenBytes  = 32 << 20
+	MaxSpokenPieces = turn.MaxSpokenPieces
+	MaxSpokenBytes  = turn.MaxSpokenBytes
 )
 
-// speakReply speaks text as audio files tied to the reply messageID. It
-// returns the files stored, and what went wrong after them (the text
-// beyond a bound is left unspoken, and said).
-func (g *Gateway) speakReply(ctx context.Context, lk core.Lane, messageID, text string) ([]core.Media, error) {
+// speakPiece speaks piece n of the reply messageID and stores and offers
+// its audio, refused when it is over budget bytes. Without a TTS endpoint
+// (or a media store to keep the audio in) it says so with
+// turn.ErrNoSpeech.
+func (g *Gateway) speakPiece(ctx context.Context, lk core.Lane, messageID string, n int, text string, budget int64) (core.Media, error) {
 	if g.cfg.TTS == nil || g.cfg.Media == nil {
-		return nil, nil
+		return core.Media{}, turn.ErrNoSpeech
 	}
-	sp := voice.Splitter{MinPiece: 200}
-	pieces := append(sp.Add(text), sp.Flush())
-	var out []core.Media
-	total := 0
-	for i, p := range pieces {
-		if p == "" {
-			continue
-		}
-		if len(out) == MaxSpokenPieces {
-			return out, fmt.Errorf("the reply is longer than %d spoken pieces; the rest is text only", MaxSpokenPieces)
-		}
-		audio, mimeType, ext, err := g.cfg.TTS.Speak(ctx, p)
-		if err != nil {
-			return out, err
-		}
-		if total += len(audio); total > MaxSpokenBytes {
-			return out, fmt.Errorf("the reply's speech is over %d MiB; the rest is text only", MaxSpokenBytes>>20)
-		}
-		m, err := g.storeSpeech(ctx, lk, messageID, fmt.Sprintf("reply-%d.%s", i+1, ext), mimeType, audio)
-		if err != nil {
-			return out, fmt.Errorf("storing the speech: %w", err)
-		}
-		out = append(out, m)
+	audio, mimeType, ext, err := g.cfg.TTS.Speak(ctx, text)
+	if err != nil {
+		return core.Media{}, err
 	}
-	return out, nil
+	if int64(len(audio)) > budget {
+		return core.Media{}, fmt.Errorf("the reply's speech is over %d MiB; the rest is text only", MaxSpokenBytes>>20)
+	}
+	m, err := g.storeSpeech(ctx, lk, messageID, fmt.Sprintf("reply-%d.%s", n, ext), mimeType, audio)
+	if err != nil {
+		return m, fmt.Errorf("storing the speech: %w", err)
+	}
+	return m, nil
 }
 
 // storeSpeech stores one piece's audio, ties it to the reply and offers it.
@@ -84,7 +68,8 @@ func (g *Gateway) storeSpeech(ctx context.Context, lk core.Lane, messageID, file
 			}
 			ok, err := tx.InsertMedia(m, lk)
 			if err == nil && !ok {
-				err = errors.New("the reply was deleted")
+				// Deleted while it streamed: nothing to say.
+				err = fmt.Errorf("the reply was deleted: %w", store.ErrNotFound)
 			}
 			return err
 		}, &core.Event{Type: core.EvMediaOffer, Lane: lk, Media: &offer})

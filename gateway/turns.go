@@ -48,8 +48,8 @@ func (h turnHost) OfferFile(ctx context.Context, lk core.Lane, messageID, path s
 	return h.g.offerFile(ctx, lk, messageID, path)
 }
 
-func (h turnHost) SpeakReply(ctx context.Context, lk core.Lane, messageID, text string) ([]core.Media, error) {
-	return h.g.speakReply(ctx, lk, messageID, text)
+func (h turnHost) SpeakPiece(ctx context.Context, lk core.Lane, messageID string, n int, text string, budget int64) (core.Media, error) {
+	return h.g.speakPiece(ctx, lk, messageID, n, text, budget)
 }
 
 func (h turnHost) WithPaths(ms []core.Media) []core.Media { return h.g.withPaths(ms) }

@@ -136,6 +136,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
 		if err != nil {
 			if errors.Is(err, errTooBig) {
+				sess.Settle()
 				end(conn, d.TooBig())
 			}
 			// A close frame proves nothing: a peer that has sent Close may

@@ -181,7 +181,7 @@ func TestReplicasRunALaneOnceInOrder(t *testing.T) {
 	waitFor(t, "the lease let go", func() bool {
 		var held float64
 		for _, g := range gws {
-			held += value(t, g.App.Metrics.LeasesHeld)
+			held += metricValue(t, g.App.Metrics.LeasesHeld)
 		}
 		return held == 0
 	})
@@ -223,7 +223,7 @@ func TestReplicaDiesMidTurnAndTheLaneIsTakenOver(t *testing.T) {
 	if len(texts) != 3 || !stopped[0] || texts[1] != "second" || texts[2] != "third" || stopped[1] || stopped[2] {
 		t.Fatalf("replies %q (stopped %v): want the cut-off reply stopped, then second and third", texts, stopped)
 	}
-	if n := value(t, g2.App.Metrics.Takeovers); n != 1 {
+	if n := metricValue(t, g2.App.Metrics.Takeovers); n != 1 {
 		t.Fatalf("takeovers %v, want 1", n)
 	}
 	t.Logf("lane taken over and its queue answered %v after the holder died (lease %v)", took.Round(time.Millisecond), ttl)
@@ -293,7 +293,7 @@ func TestLeaseSurvivesAPostgresRestart(t *testing.T) {
 			if !slices.Equal(texts, []string{"on hold first", "second"}) || slices.Contains(stopped, true) {
 				t.Fatalf("replies %q (stopped %v)", texts, stopped)
 			}
-			if n := value(t, g1.App.Metrics.Takeovers) + value(t, g2.App.Metrics.Takeovers); n != 0 {
+			if n := metricValue(t, g1.App.Metrics.Takeovers) + metricValue(t, g2.App.Metrics.Takeovers); n != 0 {
 				t.Fatalf("%v takeovers across a restart shorter than the lease", n)
 			}
 		})
@@ -428,8 +428,8 @@ func TestCronFiresOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
-// value is a gauge's or a counter's value.
-func value(t *testing.T, m prometheus.Metric) float64 {
+// metricValue is a gauge's or a counter's value.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	t.Helper()
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {

@@ -138,8 +138,11 @@ func (s *TTS) Speak(ctx context.Context, text string) (audio []byte, mimeType, e
 // at sentence ends once a piece has MinPiece characters, at a space
 // before MaxSpeechInput whatever comes.
 type Splitter struct {
-	MinPiece int // 60 unless set
+	MinPiece int // 60 unless set; may grow between calls, never shrink
 	buf      []rune
+	// scanned is how far buf was searched for a sentence end: a reply
+	// streamed in many small deltas is searched once, not once a delta.
+	scanned int
 }
 
 // Add takes more of the reply and returns the pieces now complete.
@@ -158,7 +161,7 @@ func (s *Splitter) Add(text string) []string {
 // Flush returns what is left, at the reply's end.
 func (s *Splitter) Flush() string {
 	p := strings.TrimSpace(string(s.buf))
-	s.buf = nil
+	s.buf, s.scanned = nil, 0
 	return p
 }
 
@@ -168,12 +171,14 @@ func (s *Splitter) next() (string, bool) {
 		minPiece = 60
 	}
 	cut := -1
-	for i := minPiece; i < len(s.buf)-1 && i < MaxSpeechInput; i++ {
+	i := max(minPiece, s.scanned)
+	for ; i < len(s.buf)-1 && i < MaxSpeechInput; i++ {
 		if isSentenceEnd(s.buf[i]) && unicode.IsSpace(s.buf[i+1]) {
 			cut = i + 1
 			break
 		}
 	}
+	s.scanned = i
 	if cut < 0 && len(s.buf) > MaxSpeechInput {
 		cut = MaxSpeechInput
 		for i := MaxSpeechInput - 1; i > MaxSpeechInput/2; i-- {
@@ -187,7 +192,7 @@ func (s *Splitter) next() (string, bool) {
 		return "", false
 	}
 	p := strings.TrimSpace(string(s.buf[:cut]))
-	s.buf = s.buf[cut:]
+	s.buf, s.scanned = s.buf[cut:], 0
 	if p == "" {
 		return s.next()
 	}

@@ -37,7 +37,7 @@ func TestSpeakReturnsTheServersAudio(t *testing.T) {
 	}
 	// The server's refusal is said in its words.
 	mp3, _ := NewTTS(TTSConfig{URL: srv.URL + "/v1", Format: "mp3"})
-	if _, _, _, err := mp3.Speak(context.Background(), "Hi."); err == nil || !strings.Contains(err.Error(), "wav only") {
+	if _, _, _, err := mp3.Speak(context.Background(), "Hi."); err == nil || !strings.Contains(err.Error(), "wav and opus only") {
 		t.Fatalf("refused: %v", err)
 	}
 	if _, err := NewTTS(TTSConfig{URL: srv.URL, Format: "midi"}); err == nil {
@@ -68,5 +68,33 @@ func TestSplitterSpeaksSentencesAsTheyStream(t *testing.T) {
 	}
 	if len(pieces) == 0 {
 		t.Fatal("nothing cut from an endless sentence")
+	}
+}
+
+// TestSplitterByTheCharacter: a reply streamed a character at a time is
+// cut exactly where it is cut whole, the threshold growing between
+// pieces as the speaking worker grows it.
+func TestSplitterByTheCharacter(t *testing.T) {
+	text := strings.Repeat("One short sentence. Then a longer one follows it here! ", 30) + "End"
+	cut := func(step int) []string {
+		s := Splitter{MinPiece: 20}
+		var got []string
+		r := []rune(text)
+		for i := 0; i < len(r); i += step {
+			for _, p := range s.Add(string(r[i:min(i+step, len(r))])) {
+				got = append(got, p)
+				s.MinPiece *= 2
+			}
+		}
+		return append(got, s.Flush())
+	}
+	whole, byChar := cut(len(text)), cut(1)
+	if len(byChar) < 4 || strings.Join(byChar, " ") != text {
+		t.Fatalf("%d pieces: %q", len(byChar), byChar)
+	}
+	// Whole, every piece is cut at the first threshold; by the character,
+	// each at its own.
+	if len(whole) <= len(byChar) || len([]rune(byChar[0])) < 20 || len([]rune(byChar[1])) < 40 || len([]rune(byChar[2])) < 80 {
+		t.Fatalf("pieces of %d, %d, %d characters (whole: %d pieces)", len(byChar[0]), len(byChar[1]), len(byChar[2]), len(whole))
 	}
 }

@@ -92,6 +92,11 @@ type Session interface {
 	// it with.
 	Handle(ctx context.Context, data []byte) (typ string, f *Fatal)
 	HandleBinary(ctx context.Context, data []byte)
+	// Settle returns once every request Handle accepted is answered (a
+	// dialect may answer some after Handle returns: Iris pipelines
+	// message.send), before the server ends the connection of its own
+	// accord.
+	Settle()
 	// InternalError is the frame answering a frame whose handling failed
 	// unexpectedly (a panic); the connection stays open.
 	InternalError() []byte

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // (in-process, and as a subprocess of this binary for memory), driving
 // simulated devices over loopback WebSockets.
 type BenchCmd struct {
-	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods,ratios (or a-j, or all)." default:"all"`
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods,ratios,sidebyside (or a-k, or all)." default:"all"`
 	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
 
 	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
@@ -48,11 +49,14 @@ type BenchCmd struct {
 	RatioIdle       int           `help:"Ratios: idle connections for RSS per connection (default 5000; quick 50)."`
 	RatioReplyBytes int           `help:"Ratios: bytes of the streamed reply counted on the wire (default 12000; quick 1200)."`
 	RatioDeflate    bool          `help:"Ratios: the devices watching fan-out and HTTP posts offer permessage-deflate (as browsers do)."`
+	Centrifugo      string        `help:"Sidebyside: the Centrifugo v6 binary to run beside irisgate (default: centrifugo on PATH; without one the scenario is skipped)."`
+	Runs            int           `help:"Sidebyside: accepted runs per row and server, medians (default 3; quick 1)."`
+	Redo            int           `help:"Sidebyside: redos of a run while other processes took > 15% of the CPU (default 2; quick 0; -1 none)."`
 	BaselineBin     string        `help:"Floods: also run each flood against the irisgate binary at this path, first (before/after in one run)." type:"path"`
 
 	TempDir    string        `help:"Directory for the scenarios' data directories (default: the system's)." type:"path"`
 	GatewayLog bool          `help:"Print the in-process gateways' warnings and errors to stderr."`
-	Timeout    time.Duration `help:"Bound on each scenario (default 15m; quick 2m)."`
+	Timeout    time.Duration `help:"Bound on each scenario (default 15m, or 1h with sidebyside; quick 2m)."`
 	ProfileDir string        `help:"Write a CPU and a heap profile of each scenario here (NAME.cpu.pprof, NAME.heap.pprof)." type:"path"`
 
 	// Child makes this process one of the ratios scenario's gateways; the
@@ -87,6 +91,11 @@ func (c *BenchCmd) Run() error {
 	}
 	if c.GatewayLog {
 		o.GatewayLog = os.Stderr
+	}
+	o.SideBySide = bench.SideOptions{Centrifugo: c.Centrifugo, Runs: c.Runs, Redo: c.Redo}
+	if c.Timeout == 0 && slices.Contains(sc, bench.SideBySide) {
+		// Every row several times on each server, redone when noisy.
+		o.ScenarioTimeout = time.Hour
 	}
 	if c.BaselineBin != "" {
 		o.BaselineCmd = bench.ServeCmd(c.BaselineBin)

@@ -36,6 +36,15 @@ type Config struct {
 	// committed event is published (push wake-ups, the outbox metric). It
 	// must not block.
 	AfterPublish func(*core.Event)
+	// AfterCommit, when set, runs on the committer goroutine for each
+	// event of a transaction once it is durable and before any of them is
+	// published: state derived from committed events (the gateway's
+	// channel directory) is right before a device can hear of the change
+	// and act on it. It must be quick and not block.
+	AfterCommit func(*core.Event)
+	// Batch, when set, is told the number of writes of each transaction
+	// (the metric that shows whether the group commit groups).
+	Batch func(writes int)
 }
 
 // ErrStopped is what a write gets once the Log has stopped.
@@ -58,6 +67,9 @@ type Log struct {
 	pub   Publisher
 	log   *slog.Logger
 	after func(*core.Event)
+	// committed and batched are Config's AfterCommit and Batch.
+	committed func(*core.Event)
+	batched   func(int)
 
 	writes  chan *write
 	batches chan batch
@@ -88,7 +100,7 @@ func New(st Store, pub Publisher, log *slog.Logger, cfg Config) *Log {
 		cfg.ReplayCache = 32 << 20
 	}
 	return &Log{
-		st: st, pub: pub, log: log, after: cfg.AfterPublish,
+		st: st, pub: pub, log: log, after: cfg.AfterPublish, committed: cfg.AfterCommit, batched: cfg.Batch,
 		writes:  make(chan *write, 1024),
 		batches: make(chan batch, pending),
 		replay:  newReplayCache(1<<18, cfg.ReplayCache),
@@ -101,22 +113,47 @@ func New(st Store, pub Publisher, log *slog.Logger, cfg Config) *Log {
 // durable ev is published. It returns when that has happened, so an
 // event the caller publishes next reaches every device after ev.
 func (l *Log) Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error {
+	p, err := l.Enqueue(ctx, fn, ev)
+	if err != nil {
+		return err
+	}
+	return p.Wait()
+}
+
+// Pending is a write Enqueue queued: it will be committed, and Wait says
+// how that went.
+type Pending struct {
+	l *Log
+	w *write
+}
+
+// Enqueue queues the write Commit makes and returns without waiting for
+// it, so one goroutine can have several writes in one transaction: writes
+// it enqueues one after another are committed, and their events
+// published, in that order. The error is ctx's or ErrStopped when the
+// write was not queued (it will not happen).
+func (l *Log) Enqueue(ctx context.Context, fn func(store.Tx) error, ev *core.Event) (*Pending, error) {
 	w := &write{apply: fn, ev: ev, done: make(chan error, 1)}
 	select {
 	case l.writes <- w:
+		return &Pending{l: l, w: w}, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-l.stopped:
-		return ErrStopped
+		return nil, ErrStopped
 	}
-	// Once queued the write will happen; wait for it even if ctx ends so
-	// the caller never mistakes a committed change for a failed one.
+}
+
+// Wait returns once the write is committed and its event published, with
+// the write's outcome. Once queued the write will happen, so there is no
+// context: the caller never mistakes a committed change for a failed one.
+func (p *Pending) Wait() error {
 	select {
-	case err := <-w.done:
+	case err := <-p.w.done:
 		return err
-	case <-l.stopped:
+	case <-p.l.stopped:
 		select {
-		case err := <-w.done:
+		case err := <-p.w.done:
 			return err
 		default:
 			return ErrStopped
@@ -180,6 +217,16 @@ func (l *Log) Run(done <-chan struct{}) error {
 			}
 		}
 		b.errs = l.commitBatch(b.ws)
+		if l.batched != nil {
+			l.batched(len(b.ws))
+		}
+		if l.committed != nil {
+			for i, w := range b.ws {
+				if b.errs[i] == nil && w.ev != nil && w.ev.Type.Durable() {
+					l.committed(w.ev)
+				}
+			}
+		}
 		l.batches <- b
 	}
 }

@@ -82,14 +82,21 @@ type host struct {
 	mu      sync.Mutex
 	replied []core.Message
 	posted  []string
+	// speak, when set, speaks a piece (set before the first turn).
+	speak func(ctx context.Context, messageID string, n int, text string, budget int64) (core.Media, error)
 }
 
 func (h *host) OfferFile(context.Context, core.Lane, string, string) (core.Media, error) {
 	return core.Media{}, core.Errorf(core.CodeUnsupported, "this gateway takes no media")
 }
 
-func (h *host) SpeakReply(context.Context, core.Lane, string, string) ([]core.Media, error) {
-	return nil, nil
+// SpeakPiece is speak's (speech_test.go); without it the gateway cannot
+// speak.
+func (h *host) SpeakPiece(ctx context.Context, lk core.Lane, messageID string, n int, text string, budget int64) (core.Media, error) {
+	if h.speak == nil {
+		return core.Media{}, turn.ErrNoSpeech
+	}
+	return h.speak(ctx, messageID, n, text, budget)
 }
 
 func (h *host) WithPaths(ms []core.Media) []core.Media { return ms }

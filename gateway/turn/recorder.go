@@ -40,6 +40,9 @@ type recorder struct {
 	contextPct *int
 	cost       *float64
 	files      []core.Media // sent by the agent, listed in the reply
+	// speech speaks the reply as it streams (speech.go); nil unless the
+	// lane has /voice on.
+	speech *speech
 }
 
 func (r *Runner) newRecorder(l *lane, t *turn) *recorder {
@@ -102,6 +105,7 @@ func (rec *recorder) text(piece string) {
 	id, text := t.streamID, t.text
 	t.mu.Unlock()
 	rec.r.c.Publish(&core.Event{Type: core.EvMessageUpdate, Lane: rec.lk, StreamID: id, Text: text})
+	rec.speech.add(piece)
 	if time.Since(rec.lastSave) >= rec.r.cfg.ProgressEvery {
 		rec.lastSave = time.Now()
 		reasoning := rec.reasoning.String()
@@ -122,6 +126,7 @@ func (rec *recorder) textIsCommentary(fallback string) {
 	text, id := t.text, t.streamID
 	t.text = ""
 	t.mu.Unlock()
+	rec.speech.reset()
 	if text == "" {
 		text = fallback
 	}
@@ -142,6 +147,7 @@ func (rec *recorder) textIsReasoning(fallback string) {
 	text, id := t.text, t.streamID
 	t.text = ""
 	t.mu.Unlock()
+	rec.speech.reset()
 	if text == "" {
 		text = fallback
 	}
@@ -220,20 +226,16 @@ func (rec *recorder) Record(m agent.Msg) {
 // finish saves the reply, when one started, with its message.stop, and
 // returns it; ok is false when there was none or it could not be saved.
 // stopped marks a reply the turn did not finish (stopped, or failed).
-// speak (the lane's /voice) has a whole reply spoken first, its audio
-// listed with the files.
-func (rec *recorder) finish(stopped bool, latency float64, showReasoning, speak bool) (reply core.Message, ok bool) {
+// With /voice on, the rest of a finished reply is spoken first (a stopped
+// one's speech is cancelled), and the audio is listed with the files.
+func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (reply core.Message, ok bool) {
+	spoken, unspoken := rec.speech.end(stopped)
 	if !rec.started || rec.startErr != nil {
 		return reply, false
 	}
+	rec.files = append(rec.files, spoken...)
 	t := rec.t
 	id, text := t.snapshot()
-	var unspoken error
-	if speak && !stopped && strings.TrimSpace(text) != "" {
-		var spoken []core.Media
-		spoken, unspoken = rec.r.host.SpeakReply(rec.fin, rec.lk, id, text)
-		rec.files = append(rec.files, spoken...)
-	}
 	model := rec.model
 	if model == "" {
 		model = rec.r.cfg.Agent.Name()

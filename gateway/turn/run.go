@@ -29,6 +29,9 @@ func (r *Runner) runTurn(ctx context.Context, l *lane, t *turn, p Pending) []Pen
 		return next
 	}
 	settings, history, err := r.laneState(rec.fin, lk)
+	if settings.Voice {
+		rec.speech = r.newSpeech(ctx, lk, rec.replyID)
+	}
 	r.c.Publish(&core.Event{Type: core.EvTyping, Lane: lk, On: true})
 	if err == nil {
 		err = r.cfg.Agent.Run(ctx, agent.Turn{
@@ -50,7 +53,7 @@ func (r *Runner) runTurn(ctx context.Context, l *lane, t *turn, p Pending) []Pen
 	latency := time.Since(rec.start).Seconds()
 	r.cfg.Metrics.TurnLatency.Observe(latency)
 
-	if reply, ok := rec.finish(stopped || err != nil, latency, r.ShowReasoning(settings), settings.Voice); ok {
+	if reply, ok := rec.finish(stopped || err != nil, latency, r.ShowReasoning(settings)); ok {
 		r.host.Replied(lk, p.Msg, reply) // off the turn's path: it returns at once
 	}
 	if err != nil && !stopped {

@@ -48,9 +48,9 @@ type Host interface {
 	// OfferFile stores a file the agent sends, ties it to the reply
 	// messageID and offers it to the devices.
 	OfferFile(ctx context.Context, lk core.Lane, messageID, path string) (core.Media, error)
-	// SpeakReply speaks a reply's text as audio files tied to it and
-	// offered, and returns them, with what went wrong after them.
-	SpeakReply(ctx context.Context, lk core.Lane, messageID, text string) ([]core.Media, error)
+	// SpeakPiece speaks piece n of a reply as an audio file tied to it
+	// and offered, refused over budget bytes (speech.go).
+	SpeakPiece(ctx context.Context, lk core.Lane, messageID string, n int, text string, budget int64) (core.Media, error)
 	// WithPaths gives the agent where each file of a message is on disk.
 	WithPaths(ms []core.Media) []core.Media
 	// Replied is told of each reply saved whole, answering user (the

@@ -10,6 +10,7 @@ package fakespeech
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -154,11 +155,32 @@ func (s *STT) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type Speech struct{ Model, Input, Voice, Format string }
 
 // TTS is a fake POST /v1/audio/speech: a JSON body, answered with a real
-// WAV (response_format wav; others get OpenAI's 400 here, the fake makes
-// only WAV) of ten samples per character of input.
+// WAV (response_format wav) of ten samples per character of input, unless
+// Samples says otherwise, or a real Ogg Opus file as long (opus); other
+// formats get OpenAI's 400 here. Like OpenAI's, it sends nothing until the audio is made: a
+// held request (Hold) answers nothing until released or given up by the
+// client.
 type TTS struct {
-	mu   sync.Mutex
-	reqs []Speech
+	// Samples, when set, is how many samples the speech of input has.
+	Samples func(input string) int
+	// Rate is the WAVs' sample rate (default 24000, OpenAI's): a test that
+	// needs megabytes of audio that plays briefly raises it.
+	Rate int
+	// Taken, when set, gets each request as it is taken (give it room).
+	Taken chan Speech
+	// Hold, when set, holds requests from the HoldFrom-th (1: every one)
+	// until a value arrives on it or the client gives up (counted by
+	// Cancelled).
+	Hold     chan struct{}
+	HoldFrom int
+	// FailFrom, when > 0, answers the FailFrom-th request and later ones
+	// with Status (default 500) and OpenAI's error body.
+	FailFrom int
+	Status   int
+
+	mu        sync.Mutex
+	reqs      []Speech
+	cancelled int
 }
 
 // Requests are the speech requests taken so far.
@@ -166,6 +188,22 @@ func (s *TTS) Requests() []Speech {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Speech(nil), s.reqs...)
+}
+
+// Cancelled counts the held requests their client gave up.
+func (s *TTS) Cancelled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled
+}
+
+// Audio is the WAV the fake answers for input.
+func (s *TTS) Audio(input string) []byte {
+	n := 10 * len([]rune(input))
+	if s.Samples != nil {
+		n = s.Samples(input)
+	}
+	return WAV(cmp.Or(s.Rate, 24000), n)
 }
 
 func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -187,13 +225,47 @@ func (s *TTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "string too long. Expected a string with maximum length 4096")
 		return
 	}
-	if sp.Format != "wav" {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "this fake speaks wav only")
+	if sp.Format != "wav" && sp.Format != "opus" {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "this fake speaks wav and opus only")
 		return
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, Speech{sp.Model, sp.Input, sp.Voice, sp.Format})
+	n := len(s.reqs)
 	s.mu.Unlock()
+	if s.Taken != nil {
+		s.Taken <- Speech{sp.Model, sp.Input, sp.Voice, sp.Format}
+	}
+	if s.Hold != nil && n >= max(s.HoldFrom, 1) {
+		select {
+		case <-s.Hold:
+		case <-r.Context().Done():
+			s.mu.Lock()
+			s.cancelled++
+			s.mu.Unlock()
+			return
+		}
+	}
+	if s.FailFrom > 0 && n >= s.FailFrom {
+		// OpenAI's answer when the model server fails.
+		openAIError(w, cmp.Or(s.Status, http.StatusInternalServerError), "server_error", "The server had an error while processing your request. Sorry about that!")
+		return
+	}
+	if sp.Format == "opus" {
+		w.Header().Set("Content-Type", "audio/ogg")
+		w.Write(s.Opus(sp.Input))
+		return
+	}
 	w.Header().Set("Content-Type", "audio/wav")
-	w.Write(WAV(24000, 10*len([]rune(sp.Input))))
+	w.Write(s.Audio(sp.Input))
+}
+
+// Opus is the Ogg Opus file the fake answers for input (format opus): as
+// long as its WAV, in 20 ms frames.
+func (s *TTS) Opus(input string) []byte {
+	n := 10 * len([]rune(input))
+	if s.Samples != nil {
+		n = s.Samples(input)
+	}
+	return OggOpus(n * 1000 / 24000)
 }

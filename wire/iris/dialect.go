@@ -66,6 +66,7 @@ type textSession struct{ *Session }
 
 func (s textSession) Handle(ctx context.Context, data []byte) (string, *wire.Fatal) {
 	if f := notText(data); f != nil {
+		s.Settle() // the replies of the sends before it go out first
 		return "", f
 	}
 	typ, err := s.Session.Handle(ctx, data)

@@ -82,7 +82,7 @@ func (s *Session) ping(ctx context.Context, r *irisv1.Request, p *irisv1.Ping) e
 }
 
 func (s *Session) send(ctx context.Context, r *irisv1.Request, p *irisv1.MessageSend) error {
-	return s.cfg.GW.Send(ctx, s.caller(r.ID), gateway.SendRequest{Lane: laneOf(r, p.ChatID, p.ThreadID),
+	return s.sends().Send(ctx, s.caller(r.ID), gateway.SendRequest{Lane: laneOf(r, p.ChatID, p.ThreadID),
 		Text: p.Text, ReplyTo: p.ReplyTo, MediaRefs: p.MediaRefs, AutoThread: p.AutoThread})
 }
 

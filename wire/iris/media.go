@@ -50,6 +50,7 @@ func (s *Session) pullMedia(ctx context.Context, r *irisv1.Request, p *irisv1.Me
 // HandleBinary processes a binary frame: the next bytes of the
 // connection's open upload. Errors answer the upload's start.
 func (s *Session) HandleBinary(ctx context.Context, data []byte) {
+	s.pipe.Wait() // a barrier, as every frame but message.send
 	if reqID, err := s.cfg.GW.UploadChunk(s.conn, data); err != nil {
 		s.sendError(reqID, err)
 	}

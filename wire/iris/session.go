@@ -51,6 +51,11 @@ type Session struct {
 	pulls    chan pullJob
 	pullOnce sync.Once
 	wg       sync.WaitGroup
+	// pipe holds the message.send still committing: every other frame,
+	// and any error reply, waits for them (Handle), so pipelining changes
+	// nothing a device sees but the speed. Made at the first send (an
+	// idle connection pays nothing for it); read loop only.
+	pipe *gateway.SendPipe
 }
 
 // Open handles the first frame, which must be a hello with a valid token.
@@ -110,8 +115,11 @@ func (s *Session) Conn() *hub.Conn { return s.conn }
 // TokenID is the id of the token the session said hello with.
 func (s *Session) TokenID() string { return s.token }
 
-// Close ends the session's background work (a running sync).
+// Close ends the session's background work (a running sync) once the
+// sends it accepted are answered: a send that was queued commits, whether
+// or not the device is still there to hear of it.
 func (s *Session) Close() {
+	s.pipe.Wait()
 	s.stop()
 	s.wg.Wait()
 }
@@ -123,11 +131,17 @@ func (s *Session) Close() {
 func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 	env, id, err := decode(data)
 	if err != nil {
+		s.pipe.Wait()
 		if err == errBadVersion {
 			return "other", fatal(id, err, "unsupported protocol version")
 		}
 		s.sendError(id, err)
 		return "other", nil
+	}
+	if env.Type != irisv1.TypeMessageSend {
+		// A barrier: it is handled as if the sends before it had been
+		// answered one by one, as they have by then.
+		s.pipe.Wait()
 	}
 	h, ok := handlers[env.Type]
 	if !ok {
@@ -139,6 +153,7 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 		return "other", nil
 	}
 	if err := h(s, ctx, env); err != nil {
+		s.pipe.Wait() // a send's error follows the replies of those before it
 		e := core.AsError(err)
 		if e.Code == core.CodeInternal {
 			s.cfg.Log.Error("request failed", "type", env.Type, "device", s.conn.DeviceID, "err", err)
@@ -146,6 +161,26 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, error) {
 		s.sendError(id, e)
 	}
 	return env.Type, nil
+}
+
+// sends is the session's pipe, made at the first send.
+func (s *Session) sends() *gateway.SendPipe {
+	if s.pipe == nil {
+		s.pipe = s.cfg.GW.NewSendPipe(s.failed)
+	}
+	return s.pipe
+}
+
+// Settle returns once every send the session accepted is answered.
+func (s *Session) Settle() { s.pipe.Wait() }
+
+// failed answers a pipelined message.send that failed once queued.
+func (s *Session) failed(id int64, err error) {
+	e := core.AsError(err)
+	if e.Code == core.CodeInternal {
+		s.cfg.Log.Error("request failed", "type", irisv1.TypeMessageSend, "device", s.conn.DeviceID, "err", err)
+	}
+	s.sendError(id, e)
 }
 
 func (s *Session) caller(id int64) gateway.Caller { return gateway.Caller{Conn: s.conn, ReqID: id} }

@@ -29,6 +29,12 @@ type codec struct {
 	avatar  string // "" until the first avatar frame: the app starts idle
 	busy    bool
 	quiet   *time.Timer // avatar back to idle (or thinking) after quiet
+	// The avatar speaks while a reply's speech goes on (core.EvSpeech)
+	// and while voice files are queued or going out to the phone: the
+	// quiet timer does not bring it down meanwhile (avatar.go).
+	speech  bool
+	voices  int
+	playEnd time.Time // when the voice written so far has played, as far as its lengths are known
 }
 
 // stream is a reply streaming in the lane.
@@ -41,7 +47,9 @@ type stream struct {
 }
 
 func newCodec(d *Dialect, deviceID string, lane core.Lane, session string) *codec {
-	return &codec{d: d, deviceID: deviceID, lane: lane, session: session, streams: map[string]*stream{}, files: newOutFiles(d)}
+	c := &codec{d: d, deviceID: deviceID, lane: lane, session: session, streams: map[string]*stream{}, files: newOutFiles(d)}
+	c.files.voice = c.voiceFile
+	return c
 }
 
 // setConn gives the codec its connection, which its timers and its file
@@ -149,8 +157,15 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 	case core.EvMediaOffer:
 		if ev.Media != nil {
 			c.sendFiles([]core.Media{*ev.Media})
-			outs = c.output(nil)
+			if !isVoice(*ev.Media) {
+				// A voice file's speaking goes out on the sender's path,
+				// right before its frames (voiceFile).
+				outs = c.output(nil)
+			}
 		}
+	case core.EvSpeech:
+		c.speech = ev.On
+		c.unhold()
 	case core.EvPicker:
 		if ev.Picker != nil {
 			if data := c.d.cards.open(c.deviceID, c.session, ev.Picker); data != nil {
@@ -175,7 +190,9 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 // sendFiles hands files to the connection's sender.
 func (c *codec) sendFiles(ms []core.Media) {
 	for _, m := range ms {
-		c.files.add(m)
+		if c.files.add(m) && isVoice(m) {
+			c.voices++
+		}
 	}
 }
 
@@ -197,7 +214,11 @@ func (c *codec) armQuiet() {
 func (c *codec) quietDone() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.conn == nil {
+	if c.closed || c.conn == nil || c.holding() {
+		return
+	}
+	if rest := time.Until(c.playEnd); rest > 0 {
+		c.quiet = time.AfterFunc(rest, c.quietDone) // the phone still plays the reply
 		return
 	}
 	state := mobilev1.AvatarIdle

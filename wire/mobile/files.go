@@ -8,12 +8,14 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/media"
 	"github.com/irisgate/irisgate/proto/mobilev1"
+	"github.com/irisgate/irisgate/voice"
 )
 
 // Files the agent sends reach a phone as media frames. The codec only
@@ -44,6 +46,11 @@ const (
 // outFiles are the files waiting to be sent on one connection.
 type outFiles struct {
 	d *Dialect
+	// voice, when set, is told on the sender's goroutine as each voice
+	// file starts (done false) and has gone or failed (done true, with
+	// how long it plays, 0 if unknown): the codec's avatar speaks while
+	// they go and play.
+	voice func(m core.Media, done bool, plays time.Duration)
 
 	mu      sync.Mutex
 	pending []core.Media
@@ -58,15 +65,16 @@ func newOutFiles(d *Dialect) *outFiles {
 	return &outFiles{d: d, wake: make(chan struct{}, 1)}
 }
 
-// add queues a file unless it was queued lately. It never blocks.
-func (o *outFiles) add(m core.Media) {
+// add queues a file unless it was queued lately, and reports whether it
+// did. It never blocks.
+func (o *outFiles) add(m core.Media) bool {
 	if m.ID == "" {
-		return
+		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopped || slices.Contains(o.seen, m.ID) {
-		return
+		return false
 	}
 	if len(o.seen) == sentMemory {
 		o.seen = slices.Delete(o.seen, 0, 1)
@@ -74,13 +82,14 @@ func (o *outFiles) add(m core.Media) {
 	o.seen = append(o.seen, m.ID)
 	if len(o.pending) >= maxQueuedFiles {
 		o.d.cfg.Log.Warn("mobile: too many files wait for a slow device; one is not sent", "media", m.ID)
-		return
+		return false
 	}
 	o.pending = append(o.pending, m)
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // start runs the sender for conn until stop.
@@ -129,7 +138,15 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 				return
 			}
 		}
-		if err := o.send(ctx, conn, m.ID); err != nil {
+		voice := o.voice != nil && isVoice(m)
+		if voice {
+			o.voice(m, false, 0)
+		}
+		plays, err := o.send(ctx, conn, m.ID)
+		if voice {
+			o.voice(m, true, plays)
+		}
+		if err != nil {
 			if ctx.Err() != nil || conn.Err() != nil {
 				return
 			}
@@ -138,15 +155,20 @@ func (o *outFiles) run(ctx context.Context, conn *hub.Conn) {
 	}
 }
 
-// send streams one stored file as media frames. The store is asked again
-// rather than trusting the event: the file may have been deleted since.
-func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) error {
+// isVoice reports whether a file reaches the phone as a voice message.
+func isVoice(m core.Media) bool { return outKind(m.Kind, m.Mime) == "voice" }
+
+// send streams one stored file as media frames, and says how long it
+// plays when it is voice whose length its headers tell. The store is
+// asked again rather than trusting the event: the file may have been
+// deleted since.
+func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) (plays time.Duration, err error) {
 	m, f, err := o.d.cfg.GW.PullMedia(ctx, mediaID)
 	if err != nil {
 		if errors.Is(err, gateway.ErrUnknownMedia) || errors.Is(err, media.ErrGone) {
-			return nil // deleted with its message meanwhile
+			return 0, nil // deleted with its message meanwhile
 		}
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	send := func(out hub.Out) error { return conn.SendWait(ctx, out) }
@@ -157,13 +179,17 @@ func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) err
 			m.Filename, humanSize(m.Size), mobilev1.MaxMediaBytes>>20)
 		for _, out := range messageFrames(core.NewID("m_"), text, false, true) {
 			if err := send(out); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return 0, nil
 	}
-	return mediaFrames(mobilev1.MediaOut{ID: m.ID, Kind: outKind(m.Kind, m.Mime), Mime: m.Mime, Filename: m.Filename},
-		m.Size, f, downChunkBytes, send)
+	kind := outKind(m.Kind, m.Mime)
+	if kind == "voice" {
+		plays = voice.Duration(m.Mime, f, m.Size)
+	}
+	return plays, mediaFrames(mobilev1.MediaOut{ID: m.ID, Kind: kind, Mime: m.Mime, Filename: m.Filename},
+		m.Size, io.NewSectionReader(f, 0, m.Size), downChunkBytes, send)
 }
 
 // outKind is the protocol's kind for a stored file, from its mime type

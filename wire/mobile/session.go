@@ -310,6 +310,10 @@ func (s *Session) Handle(ctx context.Context, data []byte) (string, *Fatal) {
 	return typ, nil
 }
 
+// Settle returns at once: a frame's answer is queued before Handle returns
+// (message frames are not pipelined).
+func (s *Session) Settle() {}
+
 // HandleBinary answers a binary frame: the protocol has none.
 func (s *Session) HandleBinary(ctx context.Context, data []byte) {
 	s.fail("", ErrBinaryFrame.New())
