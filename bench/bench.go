@@ -38,14 +38,17 @@ const (
 	Ratios  = "ratios"
 	// SideBySide is issue 17's table against Centrifugo (sidebyside.go).
 	SideBySide = "sidebyside"
+	// Replicas needs a PostgreSQL database and a NATS server
+	// (ReplicasStore, ReplicasNATS) for all but its SQLite row.
+	Replicas = "replicas"
 )
 
 // All lists every scenario in run order.
-var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods, Ratios, SideBySide}
+var All = []string{Fanout, Durable, Sync, Storm, Memory, Search, Media, Model, Floods, Ratios, SideBySide, Replicas}
 
-var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods, "j": Ratios, "k": SideBySide}
+var letters = map[string]string{"a": Fanout, "b": Durable, "c": Sync, "d": Storm, "e": Memory, "f": Search, "g": Media, "h": Model, "i": Floods, "j": Ratios, "k": SideBySide, "l": Replicas}
 
-// ParseScenarios reads a comma list of scenario names (or their letters a–k,
+// ParseScenarios reads a comma list of scenario names (or their letters a–l,
 // or "all") and returns them in run order.
 func ParseScenarios(s string) ([]string, error) {
 	want := map[string]bool{}
@@ -68,7 +71,7 @@ func ParseScenarios(s string) ([]string, error) {
 			known = known || n == p
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–k, or all)", p, strings.Join(All, ", "))
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or a–l, or all)", p, strings.Join(All, ", "))
 		}
 		want[p] = true
 	}
@@ -133,6 +136,12 @@ type Options struct {
 	RatioReply      int           // bytes of the streamed reply (12,000; quick 1,200)
 	RatioDeflate    bool          // fan-out and HTTP watchers offer permessage-deflate
 	SideBySide      SideOptions   // the sidebyside scenario: Centrifugo, runs (it uses the ratio sizes)
+	// The replicas scenario: a PostgreSQL database the replicas share (its
+	// outbox grows) and a NATS server; without both only its SQLite row runs.
+	ReplicasStore, ReplicasNATS string
+	ReplicasSenders             int           // devices sending (12; quick 3)
+	ReplicasWatchers            int           // devices counting deliveries (30; quick 6)
+	ReplicasDuration            time.Duration // how long they send, per mode (2s; quick 300ms)
 	// ChildCmd makes the command of a child gateway of the ratios
 	// scenario from its spec (default: this executable's "bench --child").
 	ChildCmd func(spec string) (*exec.Cmd, error)
@@ -158,8 +167,12 @@ type Options struct {
 	ScenarioTimeout time.Duration
 	// ProfileDir, when set, gets a CPU profile of each scenario
 	// (NAME.cpu.pprof) and a heap profile taken at its end (NAME.heap.pprof).
-	// In-process scenarios profile gateway and devices together.
+	// In-process scenarios profile gateway and devices together; each
+	// child gateway of the ratios scenario writes its own
+	// (child-NN-MODE.cpu.pprof), the gateway alone.
 	ProfileDir string
+
+	children int // child gateways started so far, naming their profiles
 }
 
 func (o *Options) defaults() {
@@ -193,6 +206,9 @@ func (o *Options) defaults() {
 	setInt(&o.FanoutChunk, 4, 4)
 	setInt(&o.DurableDevices, 50, 5)
 	setDur(&o.DurableDuration, 3*time.Second, 300*time.Millisecond)
+	setInt(&o.ReplicasSenders, 12, 3)
+	setInt(&o.ReplicasWatchers, 30, 6)
+	setDur(&o.ReplicasDuration, 2*time.Second, 300*time.Millisecond)
 	setInt(&o.DurableInflight, 2, 2)
 	setInt(&o.SyncFrames, 100_000, 1_000)
 	setInt(&o.StormDevices, 1000, 20)
@@ -364,6 +380,8 @@ func Run(ctx context.Context, o Options, w io.Writer) ([]Result, error) {
 			r = runRatios(sctx, &o)
 		case SideBySide:
 			r = runSideBySide(sctx, &o)
+		case Replicas:
+			r = runReplicas(sctx, &o)
 		}
 		stopProfile()
 		timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded)
@@ -402,24 +420,33 @@ func (o *Options) startProfile(name string) func() {
 		o.progress("profile: %v", err)
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(o.ProfileDir, name+".cpu.pprof"))
+	stop, err := profileTo(filepath.Join(o.ProfileDir, name))
 	if err != nil {
 		o.progress("profile: %v", err)
 		return func() {}
 	}
+	return stop
+}
+
+// profileTo starts a CPU profile into PREFIX.cpu.pprof; the returned func
+// stops it and writes a heap profile to PREFIX.heap.pprof.
+func profileTo(prefix string) (func(), error) {
+	f, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		return nil, err
+	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		o.progress("profile: %v", err)
-		return func() {}
+		return nil, err
 	}
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
-		if h, err := os.Create(filepath.Join(o.ProfileDir, name+".heap.pprof")); err == nil {
+		if h, err := os.Create(prefix + ".heap.pprof"); err == nil {
 			pprof.WriteHeapProfile(h)
 			h.Close()
 		}
-	}
+	}, nil
 }
 
 func writeResult(w io.Writer, r *Result) {

@@ -149,8 +149,8 @@ func TestQuick(t *testing.T) {
 func checkRatioRows(t *testing.T, rows []Row) {
 	t.Helper()
 	want := map[string]int{ // rows a quick run makes, by mode name's start
-		"fan-out burst": 5, "one person's": 1, "fan-out paced": 2, "HTTP publishers": 2, "handshake": 2,
-		"request round trip": 2, "recovery": 2, "storm": 2, "idle connections": 2, "streamed reply": 2,
+		"fan-out burst": 5, "one person's": 1, "fan-out paced": 3, "HTTP publishers": 2, "handshake": 2,
+		"request round trip": 2, "recovery": 2, "storm": 2, "idle connections": 2, "streamed reply": 4,
 	}
 	got := map[string]int{}
 	for _, r := range rows {

@@ -14,10 +14,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,14 +54,19 @@ type childSpec struct {
 	Listen string // 127.0.0.1:port
 	Dir    string // data directory (irisgate)
 	Lanes  int    // channels created before serving (irisgate)
-	// Profile, when set, is where the child writes a CPU profile of its
-	// whole run (Options.ProfileDir): the gateway's costs without the
-	// simulated devices'.
+	// Profile, when set, is a path prefix: the child writes a CPU profile
+	// of its whole life (PREFIX.cpu.pprof) and a heap profile at its end
+	// (PREFIX.heap.pprof), so the gateway's own costs can be read apart
+	// from the simulated devices'.
 	Profile string
 }
 
 func (s childSpec) encode() string {
-	return url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}, "profile": {s.Profile}}.Encode()
+	v := url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}}
+	if s.Profile != "" {
+		v.Set("profile", s.Profile)
+	}
+	return v.Encode()
 }
 
 func parseChildSpec(s string) (childSpec, error) {
@@ -109,25 +114,39 @@ func RunChild(spec string) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	if c.Profile != "" {
-		f, err := os.Create(c.Profile)
+		// Fine-grained heap samples, and a heap profile on SIGUSR1
+		// (PREFIX.NN.heap.pprof) so a mode can take one mid-run, while
+		// its connections are open.
+		runtime.MemProfileRate = 512
+		stop, err := profileTo(c.Profile)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			ln.Close()
-			return err
-		}
-		// Stopped (and written) as soon as the bench says stop, before
-		// a shutdown that a parked turn may make it kill.
-		defer pprof.StopCPUProfile()
+		defer stop()
+		usr := make(chan os.Signal, 1)
+		signal.Notify(usr, syscall.SIGUSR1)
+		defer signal.Stop(usr)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-usr:
+				case <-done:
+					return
+				}
+				if f, err := os.Create(fmt.Sprintf("%s.%02d.heap.pprof", c.Profile, n)); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}()
 	}
 	if c.Mode == childBare {
 		srv := &http.Server{Handler: bareMux(), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		<-sig
-		pprof.StopCPUProfile()
 		return srv.Close()
 	}
 	cfg := server.AppConfig{
@@ -153,7 +172,6 @@ func RunChild(spec string) error {
 	}
 	go app.Serve(ln)
 	<-sig
-	pprof.StopCPUProfile()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return app.Close(ctx)
@@ -309,9 +327,6 @@ func selfChild(spec string) (*exec.Cmd, error) {
 	return ChildCmd(exe)(spec)
 }
 
-// childSeq numbers the children's profiles in the order they started.
-var childSeq atomic.Int64
-
 // startChild starts a child of mode (with lanes channels) and waits until
 // it answers /healthz.
 func startChild(ctx context.Context, o *Options, mode string, lanes int) (*childProc, error) {
@@ -322,10 +337,9 @@ func startChild(ctx context.Context, o *Options, mode string, lanes int) (*child
 	c := &childProc{addr: addr, url: "ws://" + addr + "/ws", base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	spec := childSpec{Mode: mode, Listen: addr, Lanes: lanes}
 	if o.ProfileDir != "" {
-		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
-			return nil, err
-		}
-		spec.Profile = filepath.Join(o.ProfileDir, fmt.Sprintf("child-%s-%d.cpu.pprof", mode, childSeq.Add(1)))
+		o.children++
+		spec.Profile = filepath.Join(o.ProfileDir, fmt.Sprintf("child-%02d-%s", o.children, mode))
+		o.progress("child profile: %s.cpu.pprof", spec.Profile)
 	}
 	if mode == childIrisgate {
 		if c.dir, err = os.MkdirTemp(o.TempDir, "irisgate-bench-ratios-"); err != nil {

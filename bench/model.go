@@ -26,6 +26,7 @@ type modelTurn struct {
 	firstToken  time.Time // the fake server began writing the first text chunk
 	firstEmit   time.Time // the backend handed the gateway its first text
 	firstUpdate time.Time // the device read the turn's first message.update
+	start       time.Time // the device read the reply's message.start
 	stops       int
 	idle        chan struct{}
 }
@@ -102,6 +103,13 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 			return
 		}
 		switch string(frameType(b)) {
+		case irisv1.TypeMessageStart:
+			now := time.Now()
+			t.mu.Lock()
+			if t.start.IsZero() {
+				t.start = now
+			}
+			t.mu.Unlock()
 		case irisv1.TypeMessageUpdate:
 			now := time.Now()
 			t.mu.Lock()
@@ -139,7 +147,7 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 	n := 0
 	for pi, ph := range phases {
 		o.progress("model latency: %s, %d turns", ph.name, turns)
-		var lat, backend, gw []time.Duration
+		var lat, backend, gw, start, after []time.Duration
 		for range turns {
 			if ctx.Err() != nil {
 				r.Err = ctx.Err()
@@ -185,12 +193,18 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 				lat = append(lat, t.firstUpdate.Sub(t.firstToken))
 				backend = append(backend, t.firstEmit.Sub(t.firstToken))
 				gw = append(gw, t.firstUpdate.Sub(t.firstEmit))
+				if !t.start.IsZero() {
+					start = append(start, t.start.Sub(t.firstEmit))
+					after = append(after, t.firstUpdate.Sub(t.start))
+				}
 			}
 			t.mu.Unlock()
 		}
 		slices.Sort(lat)
 		slices.Sort(backend)
 		slices.Sort(gw)
+		slices.Sort(start)
+		slices.Sort(after)
 		p99 := pct(lat, 0.99)
 		tag := ph.name
 		r.fig(tag+": added latency p50", ms(pct(lat, 0.50)), "", nil)
@@ -202,6 +216,8 @@ func runModel(ctx context.Context, o *Options) (r Result) {
 		r.fig(tag+": added latency max", ms(pct(lat, 1)), "", nil)
 		r.fig(tag+": model backend (HTTP, SSE), p50 / p99", ms(pct(backend, 0.5))+" / "+ms(pct(backend, 0.99)), "", nil)
 		r.fig(tag+": gateway (start, hub, write), p50 / p99", ms(pct(gw, 0.5))+" / "+ms(pct(gw, 0.99)), "", nil)
+		r.fig(tag+": — first text → message.start read, p50 / p99", ms(pct(start, 0.5))+" / "+ms(pct(start, 0.99)), "", nil)
+		r.fig(tag+": — message.start → first update read, p50 / p99", ms(pct(after, 0.5))+" / "+ms(pct(after, 0.99)), "", nil)
 	}
 	r.check("turns without a first token, update or message.stop", fmt.Sprint(r.Lost), "0", r.Lost == 0)
 	r.note("The paced phase is the target run: a model streams its tokens apart (one every %v is %d tokens/s, faster than hosted models stream).", o.ModelGap, int(time.Second/max(o.ModelGap, 1)))

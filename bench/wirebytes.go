@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -108,7 +109,7 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 	if _, err := d.send(ctx, irisv1.TypeMessageSend, core.DefaultChatID, fmt.Appendf(nil, `{"text":%q}`, ask.text())); err != nil {
 		return st, err
 	}
-	limit := 30*time.Second + time.Duration(float64(ask.events)/max(ask.rate, 100)*float64(time.Second))
+	limit := 30*time.Second + time.Duration(float64(ask.events)/max(ask.rate, 1)*float64(time.Second))
 	select {
 	case <-idle:
 	case <-d.done:
@@ -132,9 +133,16 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 // hello (offering permessage-deflate when deflate is set, as browsers do);
 // each bare one sends one message and gets its echo.
 func idleRSS(ctx context.Context, o *Options, mode string, n int, deflate bool) (float64, error) {
+	m, err := idleMem(ctx, o, mode, n, deflate)
+	return float64(m.rss), err
+}
+
+// idleMem is idleRSS with the Go heap, stacks and goroutines per
+// connection beside the RSS (zero for a child without /metrics).
+func idleMem(ctx context.Context, o *Options, mode string, n int, deflate bool) (memSample, error) {
 	child, err := startChild(ctx, o, mode, 0)
 	if err != nil {
-		return 0, err
+		return memSample{}, err
 	}
 	defer child.stop()
 	dial := dialRaw
@@ -160,11 +168,11 @@ func idleRSS(ctx context.Context, o *Options, mode string, n int, deflate bool) 
 	time.Sleep(settle / 2)
 	before, err := sample(ctx, pid, child.base)
 	if err != nil {
-		return 0, err
+		return memSample{}, err
 	}
 	devs, err := dialManyWith(ctx, child.url, n, 64, func(i int) string { return fmt.Sprintf("idle-%05d", i) }, dial)
 	if err != nil {
-		return 0, err
+		return memSample{}, err
 	}
 	defer closeAll(devs)
 	for _, d := range devs {
@@ -173,20 +181,26 @@ func idleRSS(ctx context.Context, o *Options, mode string, n int, deflate bool) 
 	time.Sleep(settle)
 	after, err := sample(ctx, pid, child.base)
 	if err != nil {
-		return 0, err
+		return memSample{}, err
 	}
 	time.Sleep(settle)
 	if a2, err := sample(ctx, pid, child.base); err == nil && a2.rss > after.rss {
 		after = a2
 	}
+	if o.ProfileDir != "" {
+		child.cmd.Process.Signal(syscall.SIGUSR1) // a heap profile of the idle connections
+		time.Sleep(settle / 2)
+	}
 	for _, d := range devs {
 		select {
 		case <-d.done:
-			return 0, fmt.Errorf("device %s dropped while idle: %v", d.id, d.err)
+			return memSample{}, fmt.Errorf("device %s dropped while idle: %v", d.id, d.err)
 		default:
 		}
 	}
-	return float64(after.rss-before.rss) / float64(n), nil
+	per := func(a, b float64) float64 { return (b - a) / float64(n) }
+	return memSample{rss: int64(per(float64(before.rss), float64(after.rss))), heapInuse: per(before.heapInuse, after.heapInuse),
+		stackInuse: per(before.stackInuse, after.stackInuse), goroutines: per(before.goroutines, after.goroutines)}, nil
 }
 
 // dialDeflate is dialRaw offering permessage-deflate.

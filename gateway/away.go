@@ -124,7 +124,7 @@ func (g *Gateway) pushLoop(ctx context.Context) {
 				continue
 			}
 			for _, d := range devs {
-				if d.ID == ev.NotTo || g.hub.Online(d.ID) {
+				if d.ID == ev.NotTo || g.hub.Reachable(d.ID) {
 					continue
 				}
 				if err := g.cfg.Pusher.Enqueue(ctx, d.ID, n); err != nil && ctx.Err() == nil {

@@ -155,7 +155,7 @@ func (g *Gateway) pruneDevices(ctx context.Context) {
 	for ctx.Err() == nil {
 		ids, err := g.st.StaleDevices(ctx, g.cfg.Bounds.Devices, before, 1000)
 		if err == nil {
-			ids = slices.DeleteFunc(ids, g.hub.Online)
+			ids = slices.DeleteFunc(ids, g.hub.Reachable)
 			err = g.st.DeleteDevices(ctx, ids)
 		}
 		if err != nil {

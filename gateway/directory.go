@@ -25,9 +25,9 @@ import (
 //
 // Nothing else writes channels while a gateway serves: admin commands and
 // cron read the directory only, and a second gateway cannot share the
-// state (SQLite's data-directory lock, PostgreSQL's serving lock). Replicas
-// sharing one database (issue 18) will have to apply the channel events
-// other replicas commit as well.
+// state (SQLite's data-directory lock, PostgreSQL's serving lock) unless
+// both are replicas: then each applies the channel events the others
+// commit too, as the fleet reads them from the store (Gateway.Remote).
 type directory struct {
 	mu sync.Mutex
 	// byID is every channel and thread by chat id, icons left out (lanes

@@ -143,7 +143,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 		recovered: make(chan struct{}),
 	}
 	g.commits = commit.New(st, h, log, commit.Config{ReplayCache: cfg.ReplayCache, AfterPublish: g.published,
-		AfterCommit: g.dir.apply, Batch: func(n int) { cfg.Metrics.CommitBatch.Observe(float64(n)) }})
+		AfterCommit: g.committed, Batch: func(n int) { cfg.Metrics.CommitBatch.Observe(float64(n)) }})
 	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
 		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
 		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},
@@ -295,3 +295,13 @@ func (g *Gateway) recover(ctx context.Context) error {
 	}
 	return nil
 }
+
+// committed brings what the gateway holds in memory (the channel
+// directory) up to date with a committed event: its own, on the
+// committer goroutine before publication (commit's AfterCommit).
+func (g *Gateway) committed(ev *core.Event) { g.dir.apply(ev) }
+
+// Remote is committed for a durable event another replica committed
+// (fleet.Config.Remote), called before this replica's devices get it, so
+// a device acting on a change it just heard of is judged by it here too.
+func (g *Gateway) Remote(ev *core.Event) { g.committed(ev) }

@@ -123,8 +123,17 @@ func (c *Conn) Unproved() {
 // overflowed and the connection is being closed.
 func (c *Conn) Send(o Out) bool { return c.q.push(o) }
 
-// SendWait queues a frame, waiting for room (for replays and pulls).
-func (c *Conn) SendWait(ctx context.Context, o Out) error { return c.q.pushWait(ctx, o) }
+// SendWait queues a frame, waiting for room (for replays and pulls). A
+// replayed frame (one per cursor) that reached the connection live since
+// the replay looked is not queued again: a sync decides what to replay a
+// page at a time, and frames keep arriving meanwhile (with replicas, the
+// others' frames read from the store arrive late).
+func (c *Conn) SendWait(ctx context.Context, o Out) error {
+	if o.Cursor != 0 && c.q.sentHas(o.Cursor) {
+		return nil
+	}
+	return c.q.pushWait(ctx, o)
+}
 
 // Close stops the connection's queue; its writer ends after the frames
 // already queued.
@@ -205,6 +214,11 @@ type Hub struct {
 	limits Limits
 	nextID atomic.Uint64
 
+	// relay and presence, when set (SetRelay, SetPresence), link the hub
+	// to other replicas of the gateway (package fleet).
+	relay    Relay
+	presence Presence
+
 	mu      sync.RWMutex
 	conns   map[uint64]*Conn
 	byDev   map[string]*Conn
@@ -221,6 +235,30 @@ func New(ps ProofStore, log *slog.Logger, limits Limits) *Hub {
 		devices: make(map[string]*device),
 	}
 }
+
+// Relay takes what Publish is given, to hand it to Deliver in the order
+// the devices must see it, with the frames other replicas commit (package
+// fleet). It must not block on any device.
+type Relay interface {
+	Publish(ev *core.Event)
+}
+
+// Presence knows the devices connected to other replicas.
+type Presence interface {
+	// Elsewhere reports whether deviceID is connected to another replica.
+	Elsewhere(deviceID string) bool
+	// Changed is told that deviceID connected here or left; it must not
+	// block nor call the hub (it runs under the hub's lock).
+	Changed(deviceID string)
+}
+
+// SetRelay puts r between Publish and the devices. Call it before the hub
+// is used.
+func (h *Hub) SetRelay(r Relay) { h.relay = r }
+
+// SetPresence makes Reachable count the devices of other replicas and
+// tells p of this hub's. Call it before the hub is used.
+func (h *Hub) SetPresence(p Presence) { h.presence = p }
 
 // Add registers a connection of deviceID. A connection the device already
 // had is returned so the caller can close it: the newer one wins. greet,
@@ -252,6 +290,9 @@ func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(
 	c.dev = d
 	d.conns++
 	old := h.byDev[deviceID]
+	if old == nil && h.presence != nil {
+		h.presence.Changed(deviceID)
+	}
 	h.conns[c.ID] = c
 	h.byDev[deviceID] = c
 	if greet != nil {
@@ -266,6 +307,9 @@ func (h *Hub) Remove(c *Conn) {
 	delete(h.conns, c.ID)
 	if h.byDev[c.DeviceID] == c {
 		delete(h.byDev, c.DeviceID)
+		if h.presence != nil {
+			h.presence.Changed(c.DeviceID)
+		}
 	}
 	c.dev.conns--
 	h.mu.Unlock()
@@ -286,6 +330,12 @@ func (h *Hub) Online(deviceID string) bool {
 	return h.byDev[deviceID] != nil
 }
 
+// Reachable reports whether a device is connected here or, with replicas
+// (SetPresence), to another one: a push would wake it for nothing.
+func (h *Hub) Reachable(deviceID string) bool {
+	return h.Online(deviceID) || h.presence != nil && h.presence.Elsewhere(deviceID)
+}
+
 // Count is the number of live connections.
 func (h *Hub) Count() int {
 	h.mu.RLock()
@@ -293,12 +343,27 @@ func (h *Hub) Count() int {
 	return len(h.conns)
 }
 
-// Publish hands ev to every connection. It never blocks: a connection
-// whose queue is full is closed.
+// Publish hands ev to every connection, through the relay when there is
+// one. It never blocks: a connection whose queue is full is closed.
 func (h *Hub) Publish(ev *core.Event) {
+	if h.relay != nil {
+		h.relay.Publish(ev)
+		return
+	}
+	h.Deliver(ev)
+}
+
+// Deliver is Publish without the relay: the relay's way in.
+func (h *Hub) Deliver(ev *core.Event) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, c := range h.conns {
+		if ev.Cursor != 0 && c.q.sentHas(ev.Cursor) {
+			// A sync queued it on this connection already: its commit
+			// was visible before it got here (with replicas, the read
+			// of another's frames takes a moment longer).
+			continue
+		}
 		if ev.NotTo != "" && ev.NotTo == c.DeviceID {
 			c.skip(ev.Cursor)
 			continue

@@ -63,6 +63,7 @@ type queue struct {
 	// Pacing of keyed frames (pace.go), made on the first one.
 	lanes   map[string]*lane
 	held    int // lanes holding a frame
+	growth  int // see dueAt; 0: PaceGrowth
 	timer   *time.Timer
 	timerAt time.Time        // when timer fires; zero when it is not armed
 	now     func() time.Time // nil: time.Now (tests stop the clock)
@@ -123,6 +124,7 @@ func (q *queue) push(o Out) bool {
 			q.bytes += q.charge(o) - q.charge(q.items[i])
 			q.size += len(o.Data) - len(q.items[i].Data)
 			q.items[i] = o
+			q.queuedAgain(o)
 			q.noteSent(o)
 			return true
 		}
@@ -194,7 +196,9 @@ func (q *queue) next(buf []Out) ([]Out, error) {
 		// Idle from now on, perhaps for hours: keep no arrays sized for
 		// the last burst.
 		q.items, q.keys = nil, nil
-		q.forgetLanesLocked()
+		if at := q.forgetLanesLocked(); !at.IsZero() {
+			q.armLocked(at.Sub(q.clock()))
+		}
 	}
 	q.mu.Unlock()
 	return buf[:0], err

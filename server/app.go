@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
+	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/datadir"
@@ -51,6 +54,12 @@ type AppConfig struct {
 	// LeaseTTL and LeaseSweep are a replica's lane leases' (turn.Leasing:
 	// turn.DefaultLeaseTTL, turn.DefaultLeaseSweep unless set).
 	LeaseTTL, LeaseSweep time.Duration
+	// NATS, when set (nats://host:4222), makes the gateway a replica kept
+	// in step with the others through that NATS server (package fleet):
+	// Replica is implied.
+	NATS string
+	// Fleet tunes the link to the other replicas; its URL is NATS.
+	Fleet fleet.Config
 
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
 	// its Pusher, Media and Metrics: they are made from the rest.
@@ -80,6 +89,8 @@ type App struct {
 	Push  *push.Pusher
 	Cron  *cron.Scheduler
 	Media *media.Store
+	// Fleet links this replica to the others (nil: no NATS).
+	Fleet *fleet.Fleet
 	// Metrics are the gateway's Prometheus series (benchmarks read them).
 	Metrics *gateway.Metrics
 	// FirstToken is set when Open minted the first device token because
@@ -91,6 +102,7 @@ type App struct {
 	lock   *datadir.Lock
 	opened *openedStore // Store, with PostgreSQL's hold on its database
 	stop   context.CancelFunc
+	gw     atomic.Pointer[gateway.Gateway] // GW, for the fleet's goroutines
 	wg     sync.WaitGroup
 	closed sync.Once
 }
@@ -126,6 +138,9 @@ func Open(cfg AppConfig) (*App, error) {
 	kind, err := datadir.ParseStore(cfg.Store)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.NATS != "" {
+		cfg.Replica = true
 	}
 	if cfg.Replica && !kind.Postgres() {
 		return nil, errReplicaNeedsPostgres
@@ -169,7 +184,21 @@ func Open(cfg AppConfig) (*App, error) {
 		return fail(err)
 	}
 	a.Hub = hub.New(st, cfg.Log, cfg.QueueLimits)
-	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Online,
+	if cfg.NATS != "" {
+		fc := cfg.Fleet
+		fc.URL, fc.Metrics, fc.Log = cfg.NATS, reg, cfg.Log
+		// Another replica's channel changes reach the directory the
+		// gateway holds (made below: until then it holds none).
+		fc.Remote = func(ev *core.Event) {
+			if g := a.gw.Load(); g != nil {
+				g.Remote(ev)
+			}
+		}
+		if a.Fleet, err = fleet.New(st, a.Hub, fc); err != nil {
+			return fail(err)
+		}
+	}
+	a.Push = push.New(st, cfg.Log, push.Config{Backends: backends, Content: cfg.Push.Content, Online: a.Hub.Reachable,
 		Hold: cfg.Push.Hold, Timeout: cfg.Push.Timeout, Metrics: reg})
 	cfg.Server.Push = a.Push.Kind()
 	// hello.ack's push_ntfy_server is "empty when the backend is not
@@ -179,6 +208,9 @@ func Open(cfg AppConfig) (*App, error) {
 	}
 	cfg.Server.WebPushKey = vapid
 	if a.Media, err = media.Open(cfg.mediaDir(), st, cfg.Media, cfg.Log); err != nil {
+		if a.Fleet != nil {
+			a.Fleet.Close()
+		}
 		return fail(fmt.Errorf("media directory: %w", err))
 	}
 	gcfg := cfg.Config
@@ -187,6 +219,7 @@ func Open(cfg AppConfig) (*App, error) {
 		gcfg.Leasing = replicaLeasing(cfg, st)
 	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
+	a.gw.Store(a.GW)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
 	a.Cron.Replica = cfg.Replica
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
@@ -203,6 +236,10 @@ func Open(cfg AppConfig) (*App, error) {
 	a.stop = stop
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.Media.Run(ctx) }() // expires unused uploads, removes unused files
+	if a.Fleet != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.Fleet.Run(ctx) }()
+	}
 	a.wg.Add(5)
 	go func() { defer a.wg.Done(); a.Push.Run(ctx) }()
 	go func() { defer a.wg.Done(); a.Cron.Run(ctx) }()
@@ -250,6 +287,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.http.Shutdown(ctx)
 		a.stop()
 		a.wg.Wait()
+		if a.Fleet != nil {
+			a.Fleet.Close() // once the gateway's last frames are announced
+		}
 		if c, ok := a.cfg.Agent.(interface{ Close() }); ok {
 			c.Close() // e.g. idle connections to Hermes
 		}

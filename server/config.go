@@ -11,6 +11,7 @@ import (
 type Config struct {
 	HelloTimeout time.Duration // for the first frame
 	PingInterval time.Duration // WebSocket pings; a peer silent for two is dead
+	ProofEvery   time.Duration // least time between two proof pings of a socket (proof.go)
 	WriteTimeout time.Duration // one frame's write
 	MaxFrame     int64         // largest text or binary frame accepted
 	Push         string        // push backend named in hello.ack
@@ -55,6 +56,7 @@ type Config struct {
 const (
 	DefaultHelloTimeout       = 15 * time.Second
 	DefaultPingInterval       = 20 * time.Second
+	DefaultProofEvery         = 20 * time.Millisecond
 	DefaultWriteTimeout       = 10 * time.Second
 	DefaultMaxFrame           = 1 << 20
 	DefaultMaxWaiting         = 1024
@@ -77,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.PingInterval == 0 {
 		c.PingInterval = DefaultPingInterval
+	}
+	if c.ProofEvery == 0 {
+		c.ProofEvery = DefaultProofEvery
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout

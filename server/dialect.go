@@ -130,7 +130,7 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	if d.Proofs() {
 		w.prober = pr
 	}
-	conn.Drive(w.drain)
+	w.start()
 
 	for {
 		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)

@@ -140,20 +140,22 @@ func TestRequestsBeingServedAreBoundedPerAddress(t *testing.T) {
 	for range 4 { // held: their bodies never come
 		bodyless(t, rawHTTP(t, g, "127.0.0.2"), "POST", "/api/send", "Authorization: Bearer deliver-secret\r\n", "Content-Type: application/json\r\n")
 	}
+	// The four reach their handlers in their own time on a loaded
+	// machine: probe once all are held. (Fewer held at the deadline means
+	// one was lost: let go before its body came.)
 	deadline := time.Now().Add(testgw.Wait)
-	for {
-		c := rawHTTP(t, g, "127.0.0.2")
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-		status, closed := answerThenClose(t, c)
-		if status == 429 && closed {
-			break
-		}
-		// The four may not all be in their handlers yet.
+	for n := 0; n < 4; n = g.App.Srv.ServingFrom("127.0.0.2") {
 		if time.Now().After(deadline) {
-			t.Fatalf("a fifth request from the address: %d, closed %v; want 429 and the close", status, closed)
+			t.Fatalf("%d of the 4 bodyless requests are being served after %v, want 4 held", n, testgw.Wait)
 		}
+		<-time.After(time.Millisecond)
 	}
-	c := rawHTTP(t, g, "127.0.0.3")
+	c := rawHTTP(t, g, "127.0.0.2")
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if status, closed := answerThenClose(t, c); status != 429 || !closed {
+		t.Fatalf("a fifth request from the address, with 4 held: %d, closed %v; want 429 and the close", status, closed)
+	}
+	c = rawHTTP(t, g, "127.0.0.3")
 	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	c.SetReadDeadline(time.Now().Add(testgw.Wait))
 	if res, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || res.StatusCode != 200 {

@@ -49,6 +49,13 @@ func (a *active) enter(key string, limit int) bool {
 	return true
 }
 
+// serving is how many requests of key are being served (tests wait on it).
+func (a *active) serving(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.byAddr[key]
+}
+
 func (a *active) leave(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,442 +1,140 @@
 package server_test
 
-// Replicas on one PostgreSQL database (issue 18): several gateways in this
-// test process, each with its own data directory and its own pool, share
-// a database as replicas behind a load balancer do. No NATS here: each
-// replica delivers only its own commits live, so what the lanes did is
-// read from the store.
-
 import (
+	"bytes"
 	"context"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 
-	"github.com/irisgate/irisgate/agent"
-	"github.com/irisgate/irisgate/core"
-	"github.com/irisgate/irisgate/cron"
-	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/internal/fakentfy"
 	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
-	"github.com/irisgate/irisgate/store"
 )
 
-// replica makes a gateway one of several on the test's database, with
-// leases of ttl and a quick sweep.
-func replica(on func(*server.AppConfig), ttl time.Duration, ag agent.Agent) []func(*server.AppConfig) {
-	return []func(*server.AppConfig){on, func(c *server.AppConfig) {
-		c.Replica, c.LeaseTTL, c.LeaseSweep = true, ttl, 50*time.Millisecond
-		c.Agent = ag
-	}}
+// startNATS runs a NATS server in the test process until the test's
+// gateways have stopped.
+func startNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown) // registered first: runs after the gateways' own cleanups
+	if !ns.ReadyForConnections(testgw.Wait) {
+		t.Fatal("nats-server did not start")
+	}
+	return ns
 }
 
-// laneWatch is an echo agent shared by the replicas of one test: it sees
-// every turn any of them runs, so it tells whether two ran at once and in
-// which order they ran.
-type laneWatch struct {
-	delay time.Duration
-	ran   chan string // each turn's input once it ended
-	// hold, when set, holds a turn whose input starts with "hold" until
-	// it is sent to (or the turn is stopped).
-	hold chan struct{}
-
-	mu      sync.Mutex
-	running int
-	most    int
-	inputs  []string
+// Issue 18: replicas share a media directory. A file uploaded through
+// replica A and sent in a message reaches a device on replica B with the
+// message (committed on A, read from the store by B), which pulls the
+// file through B.
+func TestMediaAcrossReplicas(t *testing.T) {
+	ns := startNATS(t)
+	url, shared := pgtest.DB(t), t.TempDir()
+	replica := func(c *server.AppConfig) { c.Store, c.NATS, c.MediaDir = url, ns.ClientURL(), shared }
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	phone, tablet := a.Dial(t, "phone"), b.Dial(t, "tablet")
+	data := blob(300_001, 7)
+	upload(t, phone, "doc", data, 64<<10)
+	echo, err := sendWith(t, phone, def, "a file from A", "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := mediaOf(t, echo)
+	got := tablet.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "text") == "a file from A" })
+	if theirs := mediaOf(t, got); len(ms) != 1 || len(theirs) != 1 || theirs[0] != ms[0] {
+		t.Fatalf("the device on B got media %+v, the sender %+v", theirs, ms)
+	}
+	_, pulled, err := pull(t, tablet, ms[0].MediaID)
+	if err != nil || !bytes.Equal(pulled, data) {
+		t.Fatalf("pulled through B: %d bytes, %v", len(pulled), err)
+	}
 }
 
-func newLaneWatch(delay time.Duration) *laneWatch {
-	return &laneWatch{delay: delay, ran: make(chan string, 256)}
-}
+// Issue 18: with replicas, a device connected to another replica is not
+// away. A reply committed on replica A wakes the tablet, which is
+// connected nowhere, and not the phone, connected to replica B throughout.
+func TestPushSkipsDevicesOnOtherReplicas(t *testing.T) {
+	ns := startNATS(t)
+	url := pgtest.DB(t)
+	nt := fakentfy.New(t)
+	replica := func(c *server.AppConfig) {
+		c.Store, c.NATS = url, ns.ClientURL()
+		c.Fleet.PresenceEvery = 200 * time.Millisecond
+		c.Push = server.PushConfig{NtfyServer: nt.URL, WebApp: "https://iris.example.invalid/", Content: "full"}
+	}
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	awayPhone(t, a, "tablet", "tablet-topic")
 
-func (w *laneWatch) Name() string { return "lanewatch" }
-
-func (w *laneWatch) Run(ctx context.Context, t agent.Turn, emit func(agent.Event)) error {
-	w.mu.Lock()
-	w.running++
-	w.most = max(w.most, w.running)
-	w.inputs = append(w.inputs, t.Input)
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.running--
-		w.mu.Unlock()
-		w.ran <- t.Input
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	phone, err := client.Dial(ctx, b.URL, client.Options{Token: testgw.Token, DeviceID: "phone", NtfyTopic: "phone-topic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer phone.Close()
+	go func() {
+		for range phone.Events() {
+		}
 	}()
-	if w.hold != nil && strings.HasPrefix(t.Input, "hold") {
-		emit(agent.Event{Kind: agent.Text, Text: "on " + t.Input})
-		select {
-		case <-w.hold:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	deadline := time.Now().Add(testgw.Wait)
+	for !a.App.Hub.Reachable("phone") {
+		if time.Now().After(deadline) {
+			t.Fatal("replica A never saw the phone connected to B")
 		}
+		time.Sleep(5 * time.Millisecond) // presence is gossip: no event of A's to wait on
 	}
-	return (&agent.Echo{Delay: w.delay}).Run(ctx, t, emit)
-}
-
-// waitRuns waits for n turns to have ended.
-func (w *laneWatch) waitRuns(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.After(2 * testgw.Wait)
-	for range n {
-		select {
-		case <-w.ran:
-		case <-deadline:
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			t.Fatalf("turns ran: %q, want %d", w.inputs, n)
-		}
+	if a.App.Hub.Online("phone") {
+		t.Fatal("the phone is connected to B, not A")
 	}
-}
-
-// waitFor checks cond every few milliseconds until it holds, or fails.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tk := time.NewTicker(5 * time.Millisecond)
-	defer tk.Stop()
-	deadline := time.After(2 * testgw.Wait)
-	for !cond() {
-		select {
-		case <-tk.C:
-		case <-deadline:
-			t.Fatalf("%s did not happen within %v", what, 2*testgw.Wait)
-		}
-	}
-}
-
-// allTurnsEnded waits for the turns table to be empty: every turn queued
-// has run and ended.
-func allTurnsEnded(t *testing.T, st server.Store) {
-	t.Helper()
-	waitFor(t, "every turn ended", func() bool {
-		owed, err := st.Turns(context.Background())
-		crons, err2 := st.OwedCronRuns(context.Background())
-		return err == nil && err2 == nil && len(owed)+len(crons) == 0
+	laptop := a.Dial(t, "laptop")
+	laptop.MustDo(irisv1.TypeMessageSend, client.Lane{ChatID: "default"}, irisv1.MessageSend{Text: "wake the away ones"})
+	laptop.Expect(irisv1.TypeAgentIdle, nil)
+	nt.Wait(t, 1, testgw.Wait)
+	// Every push queued has been sent (answered by ntfy) before the check:
+	// a wrong one for the phone would be among them.
+	a.WaitPush(t, "the push queue drained", func() bool {
+		jobs, err := a.App.Store.DuePushes(context.Background(), time.Now().Add(time.Hour), 10)
+		return err == nil && len(jobs) == 0
 	})
-}
-
-// replies returns the texts of the lane's assistant replies, oldest first.
-func replies(t *testing.T, st server.Store, lk core.Lane) (texts []string, stopped []bool) {
-	t.Helper()
-	ms, _, err := st.History(context.Background(), lk, "", 200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.SortStableFunc(ms, func(a, b core.Message) int { return int(a.TS - b.TS) })
-	for _, m := range ms {
-		if m.Role == core.RoleAssistant {
-			texts = append(texts, m.Text)
-			stopped = append(stopped, m.Stopped)
-		}
-	}
-	return texts, stopped
-}
-
-// Messages sent to one lane through three replicas are answered once
-// each, in the order they were sent, and never two turns of the lane at
-// once: the replica holding the lane's lease runs the store's queue.
-func TestReplicasRunALaneOnceInOrder(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	w := newLaneWatch(5 * time.Millisecond)
-	var gws []*testgw.GW
-	var devs []*testgw.Device
-	for i := range 3 {
-		g := testgw.Start(t, replica(on, 10*time.Second, w)...)
-		gws = append(gws, g)
-		devs = append(devs, g.Dial(t, fmt.Sprintf("dev%d", i)))
-	}
-	const n = 12
-	var sent []string
-	for i := range n {
-		text := fmt.Sprintf("message %d of the lane", i)
-		send(t, devs[i%3], def, text)
-		sent = append(sent, text)
-	}
-	w.waitRuns(t, n)
-	st := gws[0].App.Store
-	allTurnsEnded(t, st)
-	w.mu.Lock()
-	inputs, most := slices.Clone(w.inputs), w.most
-	w.mu.Unlock()
-	if most != 1 {
-		t.Fatalf("%d turns of the lane ran at once", most)
-	}
-	if !slices.Equal(inputs, sent) {
-		t.Fatalf("turns ran as\n%q\nwant the order they were sent in\n%q", inputs, sent)
-	}
-	got, _ := replies(t, st, core.Lane{ChatID: "default"})
-	if !slices.Equal(got, sent) {
-		t.Fatalf("replies\n%q\nwant one per message, in order\n%q", got, sent)
-	}
-	// With nothing queued, the holder lets the lease go.
-	waitFor(t, "the lease let go", func() bool {
-		var held float64
-		for _, g := range gws {
-			held += metricValue(t, g.App.Metrics.LeasesHeld)
-		}
-		return held == 0
-	})
-}
-
-// A replica that dies mid-turn (its database connections gone, no
-// shutdown) stops renewing its lease: once the lease has expired another
-// replica takes the lane over, ends the cut-off turn without running it
-// again (its reply so far kept, stopped) and runs what was queued behind
-// it, in order.
-func TestReplicaDiesMidTurnAndTheLaneIsTakenOver(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	const ttl = time.Second
-	held := &gate{release: make(chan struct{})}
-	g1 := testgw.Start(t, replica(on, ttl, held)...)
-	w := newLaneWatch(0)
-	g2 := testgw.Start(t, replica(on, ttl, w)...)
-	a := g1.Dial(t, "phone")
-	b := g2.Dial(t, "tablet")
-	send(t, a, def, "first")
-	a.Expect("message.update", nil) // the turn runs on g1, held by the gate
-	send(t, b, def, "second")
-	send(t, b, def, "third")
-
-	// g1 dies: its pool goes, so it neither renews nor writes again.
-	died := time.Now()
-	g1.App.Store.Close()
-	w.waitRuns(t, 2)
-	took := time.Since(died)
-	st := g2.App.Store
-	allTurnsEnded(t, st)
-	w.mu.Lock()
-	inputs := slices.Clone(w.inputs)
-	w.mu.Unlock()
-	if !slices.Equal(inputs, []string{"second", "third"}) {
-		t.Fatalf("the replica that took over ran %q: the cut-off turn must not run again", inputs)
-	}
-	texts, stopped := replies(t, st, core.Lane{ChatID: "default"})
-	if len(texts) != 3 || !stopped[0] || texts[1] != "second" || texts[2] != "third" || stopped[1] || stopped[2] {
-		t.Fatalf("replies %q (stopped %v): want the cut-off reply stopped, then second and third", texts, stopped)
-	}
-	if n := metricValue(t, g2.App.Metrics.Takeovers); n != 1 {
-		t.Fatalf("takeovers %v, want 1", n)
-	}
-	t.Logf("lane taken over and its queue answered %v after the holder died (lease %v)", took.Round(time.Millisecond), ttl)
-}
-
-// The lease rows are durable: PostgreSQL restarting (cleanly, or after a
-// crash) while a replica runs a lane's turn takes the lease from no one.
-// The holder's turn goes on and ends (its renewals fail meanwhile; the
-// restart is shorter than the lease), no replica takes the lane over, and
-// the turn queued through the other replica runs after it.
-func TestLeaseSurvivesAPostgresRestart(t *testing.T) {
-	srv, err := pgtest.Start(pgtest.Fast()...)
-	if err != nil {
-		pgtest.Skip(t, err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	for _, c := range []struct {
-		name string
-		stop func() error
-	}{{"Restart", srv.Stop}, {"Crash", srv.Crash}} {
-		t.Run(c.name, func(t *testing.T) {
-			_, dsn, err := srv.CreateDB(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			on := func(cfg *server.AppConfig) { cfg.Store = dsn }
-			w := newLaneWatch(0)
-			w.hold = make(chan struct{})
-			g1 := testgw.Start(t, replica(on, 10*time.Second, w)...)
-			g2 := testgw.Start(t, replica(on, 10*time.Second, w)...)
-			a := g1.Dial(t, "phone")
-			b := g2.Dial(t, "tablet")
-			send(t, a, def, "hold first")
-			a.Expect("message.update", nil)
-			send(t, b, def, "second")
-			if err := c.stop(); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// The pools' idle connections died with the server; each fails
-			// once before it is replaced. Used up here, so that the turn's
-			// reply does not meet one: what this test holds to is the
-			// lease, not the commit path's retries.
-			for _, g := range []*testgw.GW{g1, g2} {
-				ok := 0
-				waitFor(t, "the pool answering again", func() bool {
-					if _, err := g.App.Store.OutboxHead(context.Background()); err != nil {
-						ok = 0
-						return false
-					}
-					ok++
-					return ok >= 16
-				})
-			}
-			w.hold <- struct{}{}
-			w.waitRuns(t, 2)
-			allTurnsEnded(t, g1.App.Store)
-			w.mu.Lock()
-			inputs, most := slices.Clone(w.inputs), w.most
-			w.mu.Unlock()
-			if most != 1 || !slices.Equal(inputs, []string{"hold first", "second"}) {
-				t.Fatalf("turns ran %q, at most %d at once", inputs, most)
-			}
-			texts, stopped := replies(t, g1.App.Store, core.Lane{ChatID: "default"})
-			if !slices.Equal(texts, []string{"on hold first", "second"}) || slices.Contains(stopped, true) {
-				t.Fatalf("replies %q (stopped %v)", texts, stopped)
-			}
-			if n := metricValue(t, g1.App.Metrics.Takeovers) + metricValue(t, g2.App.Metrics.Takeovers); n != 0 {
-				t.Fatalf("%v takeovers across a restart shorter than the lease", n)
-			}
-		})
+	got := nt.Messages()
+	if len(got) != 1 || got[0].Topic != "tablet-topic" || got[0].Body != "wake the away ones" {
+		t.Fatalf("pushes %+v: want the tablet's alone (the phone is connected to B)", got)
 	}
 }
 
-// A lane's queue is bounded across replicas: the replica a message comes
-// through counts the queue in the store (it keeps none of it when another
-// replica runs the lane), so senders spread over replicas meet the one
-// bound. /stop all through that replica drops the queue in the store.
-func TestLaneQueueBoundedAcrossReplicas(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	w := newLaneWatch(0)
-	w.hold = make(chan struct{})
-	g1 := testgw.Start(t, replica(on, 10*time.Second, w)...)
-	g2 := testgw.Start(t, replica(on, 10*time.Second, w)...)
-	a := g1.Dial(t, "phone")
-	b := g2.Dial(t, "tablet")
-	send(t, a, def, "hold the lane")
-	a.Expect("message.update", nil)
-	accepted, refused := 0, 0
-	for i := range gateway.MaxQueuedTurns + 3 {
-		d := b
-		if i%4 == 0 {
-			d = a
-		}
-		if _, err := d.Do("message.send", def, map[string]any{"text": fmt.Sprintf("queued %d", i)}); err != nil {
-			wantCode(t, err, "rate_limited")
-			refused++
-			continue
-		}
-		accepted++
-	}
-	if accepted != gateway.MaxQueuedTurns || refused != 3 {
-		t.Fatalf("%d queued, %d refused; want %d and 3", accepted, refused, gateway.MaxQueuedTurns)
-	}
-	b.MustDo("message.send", def, map[string]any{"text": "/stop all"})
-	allTurnsEnded(t, g2.App.Store)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !slices.Equal(w.inputs, []string{"hold the lane"}) {
-		t.Fatalf("turns ran %q: /stop all through the other replica must drop the queue", w.inputs)
-	}
-}
+// Issue 18 with issue 17's directory held in memory: a channel created,
+// turned to automation or deleted through replica A is judged so by the
+// next send through replica B, whose directory was loaded before the
+// change (B applies the channels A commits as it reads them).
+func TestDirectoryAcrossReplicas(t *testing.T) {
+	ns := startNATS(t)
+	url := pgtest.DB(t)
+	replica := func(c *server.AppConfig) { c.Store, c.NATS = url, ns.ClientURL(); parkedAgent(c) }
+	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
+	phone, tablet := a.Dial(t, "phone"), b.Dial(t, "tablet")
+	send(t, tablet, client.Lane{}, "loads B's directory")
 
-// agent.stop sent through a replica that does not run the lane's turn
-// reaches the replica that does (through the lease row): its turn stops,
-// with its text kept, and the lane goes on with what is queued.
-func TestStopThroughAnotherReplica(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	held := &gate{release: make(chan struct{})}
-	g1 := testgw.Start(t, replica(on, 1500*time.Millisecond, held)...)
-	g2 := testgw.Start(t, replica(on, 1500*time.Millisecond, held)...)
-	a := g1.Dial(t, "phone")
-	b := g2.Dial(t, "tablet")
-	send(t, a, def, "long task")
-	a.Expect("message.update", nil)
-	if idle := b.MustDo("agent.stop", def, map[string]any{}); idle.Type != "agent.idle" {
-		t.Fatalf("agent.stop answered %s", idle.Raw)
-	}
-	// The gate never lets the turn go: only the stop ends it.
-	if stop := a.Expect("message.stop", nil); testgw.Str(t, stop, "final_text") != "on long task" {
-		t.Fatalf("message.stop %s", stop.Raw)
-	}
-	a.Expect("agent.idle", nil)
-	allTurnsEnded(t, g1.App.Store)
-	if texts, stopped := replies(t, g1.App.Store, core.Lane{ChatID: "default"}); len(texts) != 1 || !stopped[0] {
-		t.Fatalf("replies %q (stopped %v): want the one reply, stopped", texts, stopped)
-	}
-}
+	c := createChannel(t, phone, "Work", "")
+	lane := client.Lane{ChatID: c.ChatID}
+	tablet.Expect("channel.created", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	send(t, tablet, lane, "into A's new channel, through B")
 
-// Cron fires each due run once across replicas: three schedulers on one
-// database see the same due jobs every second, and FireCronJob's
-// conditional update lets one of them fire each run; the replica holding
-// the lane runs its turn.
-func TestCronFiresOnceAcrossReplicas(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	w := newLaneWatch(0)
-	var gws []*testgw.GW
-	for range 3 {
-		gws = append(gws, testgw.Start(t, replica(on, 10*time.Second, w)...))
-	}
-	ctx := context.Background()
-	st := gws[0].App.Store
-	const jobs = 6
-	var ids []string
-	for i := range jobs {
-		j, err := cron.Add(ctx, st, store.CronJob{Name: fmt.Sprint("job ", i), Schedule: "every 1h", Prompt: fmt.Sprint("prompt ", i)}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, j.ID)
-	}
-	for _, id := range ids { // due now, for every scheduler at its next tick
-		if err := cron.RunNow(ctx, st, id, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.waitRuns(t, jobs)
-	waitFor(t, "every job fired", func() bool {
-		for _, id := range ids {
-			if j, err := st.CronJob(ctx, id); err != nil || j.LastRun.IsZero() || time.Until(j.NextRun) < 50*time.Minute {
-				return false
-			}
-		}
-		return true
-	})
-	allTurnsEnded(t, st)
-	w.mu.Lock()
-	inputs := slices.Clone(w.inputs)
-	w.mu.Unlock()
-	slices.Sort(inputs)
-	var want []string
-	for i := range jobs {
-		want = append(want, fmt.Sprint("prompt ", i))
-	}
-	if !slices.Equal(inputs, want) {
-		t.Fatalf("cron turns ran %q, want each job once: %q", inputs, want)
-	}
-	ms, _, err := st.History(ctx, core.Lane{ChatID: "default"}, "", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	posted := 0
-	for _, m := range ms {
-		if strings.HasPrefix(m.Model, "cron: ") {
-			posted++
-		}
-	}
-	if posted != jobs {
-		t.Fatalf("%d cron messages posted, want %d", posted, jobs)
-	}
-}
+	phone.MustDo("channel.set_automation", lane, map[string]any{"on": true})
+	tablet.Expect("channel.renamed", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	_, err := tablet.Do("message.send", lane, map[string]any{"text": "refused"})
+	wantCode(t, err, "unsupported")
 
-// metricValue is a gauge's or a counter's value.
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Gauge != nil {
-		return d.GetGauge().GetValue()
-	}
-	return d.GetCounter().GetValue()
+	phone.MustDo("channel.delete", lane, nil)
+	tablet.Expect("channel.deleted", func(f client.Frame) bool { return entry(t, f).ChatID == c.ChatID })
+	_, err = tablet.Do("message.send", lane, map[string]any{"text": "gone"})
+	wantCode(t, err, "not_found")
 }

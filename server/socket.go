@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,6 +34,9 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 type corkedConn struct {
 	net.Conn
 	timeout time.Duration // bounds each write(2) of a corked batch
+	// deflate: permessage-deflate was negotiated, so frames are
+	// compressed (the queue paces them with hub.PaceGrowthDeflate).
+	deflate bool
 
 	mu       sync.Mutex
 	corked   bool
@@ -124,7 +128,9 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &corkedConn{Conn: nc, timeout: w.timeout}
+	// coder/websocket has set the response's headers by now.
+	ext := w.Header().Get("Sec-WebSocket-Extensions")
+	w.conn = &corkedConn{Conn: nc, timeout: w.timeout, deflate: strings.Contains(ext, "permessage-deflate")}
 	br := bufio.NewReaderSize(nc, readBufSize)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// Bytes the device sent right behind its upgrade request: they must

@@ -27,6 +27,15 @@ type writer struct {
 	prober *prober
 }
 
+// start paces the connection for its socket and has its queue run the
+// writer whenever frames wait.
+func (w *writer) start() {
+	if w.sock.deflate {
+		w.conn.SetPaceGrowth(hub.PaceGrowthDeflate)
+	}
+	w.conn.Drive(w.drain)
+}
+
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
 
 func (w *writer) drain() {
@@ -57,6 +66,10 @@ func (w *writer) drain() {
 			clear(buf) // the pool must not keep frames alive
 		}
 		if err != nil {
+			var ce *closeErr
+			if w.prober != nil && errors.As(err, &ce) {
+				w.prober.settle() // closed on purpose: prove what it got first
+			}
 			w.closeSocket(err)
 			finished = true
 			close(w.done)
@@ -90,7 +103,7 @@ func (w *writer) write(buf []hub.Out) error {
 		return err
 	}
 	if w.prober != nil && w.conn.Wrote(buf) {
-		w.prober.ping()
+		w.prober.proof()
 	}
 	w.out.Add(float64(len(buf)))
 	return nil

@@ -2,9 +2,12 @@ package voice
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/irisgate/irisgate/internal/fakespeech"
 )
@@ -96,5 +99,27 @@ func TestSplitterByTheCharacter(t *testing.T) {
 	// each at its own.
 	if len(whole) <= len(byChar) || len([]rune(byChar[0])) < 20 || len([]rune(byChar[1])) < 40 || len([]rune(byChar[2])) < 80 {
 		t.Fatalf("pieces of %d, %d, %d characters (whole: %d pieces)", len(byChar[0]), len(byChar[1]), len(byChar[2]), len(whole))
+	}
+}
+
+// A speech server that hangs is given up on after the timeout: the final
+// message waits for the last pieces, so it must not wait long.
+func TestSpeakTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	s, err := NewTTS(TTSConfig{URL: srv.URL + "/v1", Format: "wav", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.Speak(context.Background(), "Hello there."); err == nil || !strings.Contains(err.Error(), "did not answer within 50ms") {
+		t.Fatalf("a hung server: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // (in-process, and as a subprocess of this binary for memory), driving
 // simulated devices over loopback WebSockets.
 type BenchCmd struct {
-	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods,ratios,sidebyside (or a-k, or all)." default:"all"`
+	Scenarios string `help:"Comma list of scenarios: fanout,durable,sync,storm,memory,search,media,model,floods,ratios,sidebyside,replicas (or a-l, or all)." default:"all"`
 	Quick     bool   `help:"Small, fast sizes (a smoke run of a few seconds)."`
 
 	FanoutDevices   int           `help:"Fan-out: devices watching the stream (default 100; quick 10)."`
@@ -61,7 +61,12 @@ type BenchCmd struct {
 
 	// Child makes this process one of the ratios scenario's gateways; the
 	// bench starts it itself.
-	Child string `hidden:"" help:"Serve a benchmark child gateway (internal)."`
+	ReplicasStore    string        `help:"Replicas: a PostgreSQL database the replicas share (postgres://…; its outbox grows). Without it and --replicas-nats only the SQLite row runs." env:"IRISGATE_BENCH_STORE"`
+	ReplicasNATS     string        `name:"replicas-nats" help:"Replicas: a NATS server (nats://…)." env:"IRISGATE_BENCH_NATS"`
+	ReplicasSenders  int           `help:"Replicas: devices sending (default 12; quick 3)."`
+	ReplicasWatchers int           `help:"Replicas: devices counting deliveries (default 30; quick 6)."`
+	ReplicasDuration time.Duration `help:"Replicas: how long they send, per mode (default 2s; quick 300ms)."`
+	Child            string        `hidden:"" help:"Serve a benchmark child gateway (internal)."`
 }
 
 // Run implements the command.
@@ -87,6 +92,8 @@ func (c *BenchCmd) Run() error {
 		RatioModes: modes, RatioDevices: c.RatioDevices, RatioPublishes: c.RatioPublishes, RatioPacedRates: c.RatioPacedRates,
 		RatioDuration: c.RatioDuration, RatioPosters: c.RatioPosters, RatioHandshakes: c.RatioHandshakes, RatioMissed: c.RatioMissed,
 		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes, RatioDeflate: c.RatioDeflate,
+		ReplicasStore: c.ReplicasStore, ReplicasNATS: c.ReplicasNATS, ReplicasSenders: c.ReplicasSenders,
+		ReplicasWatchers: c.ReplicasWatchers, ReplicasDuration: c.ReplicasDuration,
 		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
 	}
 	if c.GatewayLog {

@@ -17,6 +17,9 @@ type SandboxFlags struct {
 	// What the tools never see, set by serve: the data directory (but its
 	// media, whose files the agent is told to open) and the config file.
 	dataDir, configFile string
+	// mediaDir is --media-dir: the media the agent is told to open, when
+	// they are not in the data directory.
+	mediaDir string
 }
 
 // sandbox builds the tools' sandbox and says at start-up which wall holds
@@ -30,7 +33,12 @@ func (f *SandboxFlags) sandbox(log *slog.Logger, workdir string) (*sandbox.Sandb
 	cfg := sandbox.Config{Env: f.ToolEnv, Want: want}
 	if f.dataDir != "" {
 		cfg.Hide = append(cfg.Hide, f.dataDir)
-		cfg.Expose = append(cfg.Expose, filepath.Join(f.dataDir, server.MediaDir))
+		if f.mediaDir == "" {
+			cfg.Expose = append(cfg.Expose, filepath.Join(f.dataDir, server.MediaDir))
+		}
+	}
+	if f.mediaDir != "" {
+		cfg.Expose = append(cfg.Expose, f.mediaDir)
 	}
 	if f.configFile != "" {
 		cfg.Hide = append(cfg.Hide, f.configFile)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/irisgate/irisgate/admin"
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/fleet"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/internal/version"
@@ -26,6 +28,9 @@ type ServeCmd struct {
 	Listen           string        `help:"Address to listen on (host:port)." default:":8787" env:"IRISGATE_LISTEN"`
 	Data             string        `help:"Data directory: the SQLite database (unless --store), media files and keys live here." default:"./irisgate-data" env:"IRISGATE_DATA" type:"path"`
 	Store            string        `help:"Where the state is kept: empty for the SQLite file in --data, or a PostgreSQL database (postgres://user:password@host:5432/db). Prefer IRISGATE_STORE, or PGPASSWORD for the password: flags show in process lists." env:"IRISGATE_STORE"`
+	NATS             string        `name:"nats" help:"A NATS server (nats://host:4222; several comma separated): makes this gateway one of several replicas on one PostgreSQL --store, kept in step through it (docs/replicas.md). Credentials go in the URL: prefer IRISGATE_NATS." env:"IRISGATE_NATS"`
+	NATSSubject      string        `name:"nats-subject" help:"The prefix of the NATS subjects the replicas use: one per fleet sharing a NATS server." default:"irisgate" env:"IRISGATE_NATS_SUBJECT"`
+	MediaDir         string        `help:"Where media files live (default: media in --data). Replicas share one: a volume every replica mounts." env:"IRISGATE_MEDIA_DIR" type:"path"`
 	Token            string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
 	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
 	LogLevel         string        `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"IRISGATE_LOG_LEVEL"`
@@ -71,7 +76,10 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	if _, err := datadir.ParseStore(c.Store); err != nil {
 		return err // before anything starts
 	}
-	c.dataDir, c.configFile, c.maxFile = c.Data, string(cli.Config), c.MaxMedia
+	if c.NATS != "" && c.Store == "" {
+		return errors.New("--nats makes this gateway a replica, and replicas share a PostgreSQL database: set --store postgres://… (docs/replicas.md)")
+	}
+	c.dataDir, c.configFile, c.maxFile, c.mediaDir = c.Data, string(cli.Config), c.MaxMedia, c.MediaDir
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -158,7 +166,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Store: c.Store, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
+		DataDir: c.Data, Store: c.Store, NATS: c.NATS, Fleet: fleet.Config{Subject: c.NATSSubject}, MediaDir: c.MediaDir, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,

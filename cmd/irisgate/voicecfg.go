@@ -20,6 +20,10 @@ type VoiceFlags struct {
 	TTSVoice    string        `name:"tts-voice" help:"Voice of the replies (alloy, af_bella…)." default:"alloy" env:"IRISGATE_TTS_VOICE" group:"Voice"`
 	TTSFormat   string        `name:"tts-format" help:"Audio format of the replies: mp3, opus, aac, flac, wav or pcm." default:"opus" env:"IRISGATE_TTS_FORMAT" group:"Voice"`
 	STTTimeout  time.Duration `name:"stt-timeout" help:"Longest one transcription may take; the message then goes with its recording only." default:"2m" env:"IRISGATE_STT_TIMEOUT" group:"Voice"`
+	// Pieces are spoken while the reply streams, but the final message
+	// waits for the last ones: a hung speech server must not hold it for
+	// long.
+	TTSTimeout time.Duration `name:"tts-timeout" help:"Longest one spoken piece may take; the reply then keeps its text and says why." default:"1m" env:"IRISGATE_TTS_TIMEOUT" group:"Voice"`
 }
 
 // speechKey is the key sent to a speech endpoint at endpoint: the one set
@@ -57,7 +61,7 @@ func (f *VoiceFlags) speaker(log *slog.Logger, a *AgentFlags) (*voice.TTS, error
 		return nil, nil
 	}
 	s, err := voice.NewTTS(voice.TTSConfig{URL: f.TTSURL, Model: f.TTSModel, Voice: f.TTSVoice, Format: f.TTSFormat,
-		Key: speechKey(f.STTKey, f.TTSURL, a)})
+		Key: speechKey(f.STTKey, f.TTSURL, a), Timeout: f.TTSTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"testing"
+	"time"
 )
 
 // TestSpeechKey: the model's key goes to a speech endpoint on the model's
@@ -22,5 +23,11 @@ func TestSpeechKey(t *testing.T) {
 	s := parse(t, "serve", "--stt-url", "http://127.0.0.1:8080/v1").Serve
 	if stt, err := s.VoiceFlags.transcriber(slog.New(slog.DiscardHandler), &s.AgentFlags); err != nil || stt == nil || stt.URL() != "http://127.0.0.1:8080/v1/audio/transcriptions" {
 		t.Fatalf("transcriber: %v, %v", stt, err)
+	}
+	if s.VoiceFlags.TTSTimeout != time.Minute {
+		t.Fatalf("--tts-timeout defaults to %s", s.VoiceFlags.TTSTimeout)
+	}
+	if got := parse(t, "serve", "--tts-timeout", "5s").Serve.VoiceFlags.TTSTimeout; got != 5*time.Second {
+		t.Fatalf("--tts-timeout 5s gave %s", got)
 	}
 }

@@ -122,6 +122,18 @@ var rules = []rule{
 		why:     "the hub keeps proofs through its ProofStore, not the store itself",
 	},
 	{
+		// The fleet sits between the commit publisher and the hub: it
+		// carries core events between replicas in its own versioned
+		// format, so it knows no dialect, and nothing of the gateway's
+		// commands (the hub's Relay and Presence are its seams).
+		applies: func(p string) bool { return p == "fleet" },
+		refuses: func(imp string) bool {
+			o := own(imp)
+			return under(o, "wire") || under(o, "proto") || under(o, "gateway") || o == "server" || o == "client"
+		},
+		why: "the fleet relays core events between replicas through the hub's seams: no wire format, no gateway",
+	},
+	{
 		applies: func(p string) bool { return p == "client" },
 		refuses: func(imp string) bool { o := own(imp); return o != "" && o != "proto/irisv1" },
 		why:     "the Go client is the protocol and a socket: it must not drag the server in",
@@ -239,6 +251,8 @@ func TestRulesBite(t *testing.T) {
 		{"gateway/turn", module + "proto/irisv1"},
 		{"hub", module + "store"},
 		{"client", module + "server"},
+		{"fleet", module + "wire/iris"},
+		{"fleet", module + "gateway/commit"},
 	} {
 		refused := false
 		for _, r := range rules {
@@ -255,6 +269,8 @@ func TestRulesBite(t *testing.T) {
 		{"gateway", module + "store"},
 		{"wire/iris", module + "gateway"},
 		{"client", module + "proto/irisv1"},
+		{"fleet", module + "hub"},
+		{"fleet", module + "store/record"},
 	} {
 		for _, r := range rules {
 			if r.applies(c.pkg) && r.refuses(c.imp) {

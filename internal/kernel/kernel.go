@@ -5,11 +5,15 @@
 package kernel
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 
 	"github.com/irisgate/irisgate/sandbox"
 )
+
+// signalABI is the first Landlock ABI that scopes signals.
+const signalABI = 6
 
 // Lacks says why the kernel cannot hold wall w, or "" when it can.
 func Lacks(w sandbox.Wall) string {
@@ -19,8 +23,14 @@ func Lacks(w sandbox.Wall) string {
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		return "the sandbox is written for Linux on amd64 and arm64, this is " + runtime.GOOS + "/" + runtime.GOARCH
 	}
-	if abi := landlockABI(); abi < 1 {
+	abi := landlockABI()
+	if abi < 1 {
 		return "this kernel has no Landlock"
+	}
+	// The Landlock wall alone needs the ABI that scopes signals (the
+	// sandbox's minSignalABI); behind namespaces a PID namespace does it.
+	if w == sandbox.Landlock && abi < signalABI {
+		return fmt.Sprintf("this kernel's Landlock ABI %d cannot keep a command's signals in (ABI %d, Linux 6.12, can)", abi, signalABI)
 	}
 	if w == sandbox.Namespaces {
 		if err := namespaces(); err != nil {

@@ -1,0 +1,115 @@
+package fleet
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irisgate/irisgate/core"
+)
+
+func TestDecodeRefuses(t *testing.T) {
+	long := strings.Repeat("a", 129)
+	for name, in := range map[string]string{
+		"not json":          `{`,
+		"another version":   `{"v":2,"o":"ab","k":"c","c":1}`,
+		"no origin":         `{"v":1,"k":"c","c":1}`,
+		"bad origin":        `{"v":1,"o":"A B","k":"c","c":1}`,
+		"no cursor":         `{"v":1,"o":"ab","k":"c"}`,
+		"negative cursor":   `{"v":1,"o":"ab","k":"c","c":-1}`,
+		"huge cursor":       `{"v":1,"o":"ab","k":"c","c":9223372036854775807}`,
+		"durable as relay":  `{"v":1,"o":"ab","k":"t","e":{"v":1,"type":"message"}}`,
+		"status relayed":    `{"v":1,"o":"ab","k":"t","e":{"v":1,"type":"status","state":"restarting"}}`,
+		"no event":          `{"v":1,"o":"ab","k":"t"}`,
+		"closed w/o picker": `{"v":1,"o":"ab","k":"t","e":{"v":1,"type":"picker.closed"}}`,
+		"unknown kind":      `{"v":1,"o":"ab","k":"z"}`,
+		"long device":       `{"v":1,"o":"ab","k":"p","on":["` + long + `"]}`,
+		"empty device":      `{"v":1,"o":"ab","k":"p","off":[""]}`,
+		"part past parts":   `{"v":1,"o":"ab","k":"p","g":1,"pt":2,"pn":2,"all":["x"]}`,
+		"all w/o parts":     `{"v":1,"o":"ab","k":"p","all":["x"]}`,
+		"too many parts":    `{"v":1,"o":"ab","k":"p","g":1,"pt":0,"pn":1000,"all":["x"]}`,
+	} {
+		if _, err := decode([]byte(in)); err == nil {
+			t.Errorf("%s: accepted %s", name, in)
+		}
+	}
+	if _, err := decode(make([]byte, MaxMessage+1)); err != errTooLarge {
+		t.Errorf("a message past MaxMessage: %v", err)
+	}
+	ids := make([]string, MaxIDs+1)
+	for i := range ids {
+		ids[i] = "d"
+	}
+	b, _ := encode(&message{V: 1, Origin: "ab", Kind: kindPresence, On: ids})
+	if _, err := decode(b); err == nil {
+		t.Error("more than MaxIDs devices accepted")
+	}
+}
+
+func TestTransientRoundTrip(t *testing.T) {
+	for _, ev := range []*core.Event{
+		{Type: core.EvMessageUpdate, Lane: core.Lane{ChatID: "c", ThreadID: "t"}, StreamID: "s1", Text: "héllo"},
+		{Type: core.EvToolProgress, Tool: &core.Tool{Index: 2, Name: "terminal", Output: "ok"}},
+		{Type: core.EvTyping, On: true, Lane: core.Lane{ChatID: "c"}},
+		{Type: core.EvPickerClosed, Lane: core.Lane{ChatID: "c"}, Closed: &core.PickerClosed{ID: "p1", Value: "yes"}},
+	} {
+		b, err := encodeTransient("ab12", 41, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", ev.Type, err)
+		}
+		got, err := m.event()
+		if err != nil || m.Cursor != 41 || m.Origin != "ab12" {
+			t.Fatalf("%s: %+v %v", ev.Type, m, err)
+		}
+		if got.Type != ev.Type || got.Lane != ev.Lane || got.Text != ev.Text || got.StreamID != ev.StreamID || got.On != ev.On ||
+			(ev.Tool != nil && (got.Tool == nil || !reflect.DeepEqual(got.Tool, ev.Tool))) || (ev.Closed != nil && (got.Closed == nil || *got.Closed != *ev.Closed)) {
+			t.Fatalf("%s: got %+v", ev.Type, got)
+		}
+	}
+	if _, err := encodeTransient("ab", 0, &core.Event{Type: core.EvMessageUpdate, Text: strings.Repeat("x", MaxMessage)}); err != errTooLarge {
+		t.Fatalf("a transient frame past MaxMessage: %v", err)
+	}
+}
+
+// The hand-made cursor message is what decode reads.
+func TestCursorMessage(t *testing.T) {
+	f := &Fleet{origin: "0123abcd"}
+	var got []byte
+	b := f.cursorMessage(12345)
+	got = append(got, b...)
+	m, err := decode(got)
+	if err != nil || m.Kind != kindCursor || m.Cursor != 12345 || m.Origin != "0123abcd" {
+		t.Fatalf("%s: %+v %v", got, m, err)
+	}
+}
+
+// FuzzDecode: whatever a peer sends is refused or yields a message within
+// bounds, and never a panic.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"v":1,"o":"ab","k":"c","c":1}`))
+	f.Add([]byte(`{"v":1,"o":"ab","k":"t","c":3,"e":{"v":1,"type":"message.update","stream_id":"s","text":"x"}}`))
+	f.Add([]byte(`{"v":1,"o":"ab","k":"p","c":3,"g":2,"pt":0,"pn":1,"all":["phone"],"on":["a"],"off":["b"]}`))
+	f.Add([]byte(`{"v":1,"o":"ab","k":"t","e":{"v":1,"type":"picker.closed"},"pc":{"id":"p"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decode(b)
+		if err != nil {
+			return
+		}
+		if m.Cursor < 0 || len(m.On)+len(m.Off)+len(m.All) > MaxIDs || !validOrigin(m.Origin) {
+			t.Fatalf("out of bounds: %+v", m)
+		}
+		if m.Kind == kindTransient {
+			ev, err := m.event()
+			if err == nil && (ev.Type.Durable() || !relayed[ev.Type]) {
+				t.Fatalf("relayed a %s", ev.Type)
+			}
+		}
+		ps := newPeers(1e9, func() time.Time { return time.Time{} })
+		ps.apply(m.Origin, m)
+	})
+}

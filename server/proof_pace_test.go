@@ -1,0 +1,84 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/internal/testgw"
+	"github.com/irisgate/irisgate/server"
+)
+
+// Proof pings are spaced (Config.ProofEvery): a device fed frames one
+// after another gets one ping for the first and a later one covering the
+// rest, not a ping, a pong and their timers per frame.
+func TestProofPingsAreSpaced(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.ProofEvery = time.Hour })
+	a := g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	before := pings(t, g)
+	for i := range 10 {
+		createChannel(t, b, fmt.Sprint("c", i), "")
+		a.Expect("channel.created", nil)
+	}
+	// A round trip of each: everything before its answer was written.
+	a.MustDo("ping", client.Lane{}, nil)
+	b.MustDo("ping", client.Lane{}, nil)
+	// At most the first batch of each socket pinged at once; the rest wait
+	// the hour.
+	if n := pings(t, g) - before; n > 2 {
+		t.Fatalf("%v pings for 10 frames to each of 2 sockets, want at most one each", n)
+	}
+}
+
+// A proof ping put off by the spacing still goes, and proves what was
+// written meanwhile.
+func TestSpacedProofPingsProveEverything(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.ProofEvery = 30 * time.Millisecond })
+	g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	for i := range 20 {
+		createChannel(t, b, fmt.Sprint("c", i), "")
+	}
+	ctx, cancel := contextWait()
+	defer cancel()
+	head, err := g.App.Store.OutboxHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.App.Hub.WaitProven(ctx, "phone", head); err != nil {
+		t.Fatalf("the phone's last frame (cursor %d) was never proven: %v", head, err)
+	}
+}
+
+func pings(t *testing.T, g *testgw.GW) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.App.Metrics.Pings.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// A restart proves what each device was written before its socket
+// closes, even with the proof ping put off: the ping goes at once then
+// (prober.settle), and the device that comes back is replayed nothing.
+func TestRestartProvesWhatWaitedForItsPing(t *testing.T) {
+	spaced := func(c *server.AppConfig) { c.Server.ProofEvery = time.Hour }
+	g := testgw.Start(t, spaced)
+	a := g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	createChannel(t, b, "first", "") // the phone's first proof ping: at once
+	a.Expect("channel.created", nil)
+	createChannel(t, b, "second", "") // its next one: in an hour
+	a.Expect("channel.created", nil)
+	a.MustDo("ping", client.Lane{}, nil)
+	g.Close()
+	g = testgw.StartIn(t, g.Dir, spaced)
+	if got := syncFrom(t, g.Dial(t, "phone"), 0); len(got) != 0 {
+		t.Fatalf("after a restart the phone is replayed %d frames it had read", len(got))
+	}
+}
