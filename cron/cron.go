@@ -69,6 +69,13 @@ type Scheduler struct {
 	log *slog.Logger
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Replica makes this scheduler one of several replicas' on one
+	// database (issue 18); set before Run. Each due run is fired by one
+	// of them (FireCronJob is conditional). A cron turn left queued is
+	// not made due again at start-up (settleOwed): it stays in its
+	// lane's queue, which the replica holding the lane runs, this start
+	// or another replica that is still up.
+	Replica bool
 	// mu orders the scheduler's own read-modify-writes of a job: a run's
 	// outcome arrives from the run's goroutine while a tick may be firing
 	// the same job again, and one must not overwrite the other's change
@@ -302,6 +309,9 @@ func (s *Scheduler) record(id string, runErr error) {
 func (s *Scheduler) settleOwed(ctx context.Context) {
 	owed, err := s.owed, s.owedErr
 	s.owed = nil
+	if s.Replica {
+		return
+	}
 	if err != nil {
 		s.log.Warn("cron: listing owed runs", "err", err)
 		return

@@ -77,6 +77,10 @@ type Config struct {
 	// TTS speaks replies in lanes with /voice on (nil: replies stay
 	// text). See speak.go.
 	TTS Speaker
+	// Leasing makes this gateway one replica of several on one database
+	// (issue 18): a lane's turns run on the replica holding its lease
+	// (gateway/turn's lease.go). nil: a lone gateway.
+	Leasing *turn.Leasing
 }
 
 // Gateway is the core service. Dialects call its methods; it never writes
@@ -148,11 +152,18 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	g.turns = turn.New(g.commits, st, turnHost{g}, log, turn.Config{
 		Agent: cfg.Agent, Workdir: cfg.Workdir, ShowReasoning: cfg.ShowReasoning, FastModel: cfg.FastModel,
 		ProgressEvery: cfg.ProgressEvery, AskTimeout: cfg.AskTimeout, Cron: agentCron{g},
-		Bounds:  turn.Bounds{PerToken: cfg.Bounds.PerToken, InAll: cfg.Bounds.InAll, Running: cfg.Bounds.Running},
-		Metrics: turn.Metrics{Turns: cfg.Metrics.Turns, TurnLatency: cfg.Metrics.TurnLatency, Limited: cfg.Metrics.Limited},
+		Bounds: turn.Bounds{PerToken: cfg.Bounds.PerToken, InAll: cfg.Bounds.InAll, Running: cfg.Bounds.Running},
+		Metrics: turn.Metrics{Turns: cfg.Metrics.Turns, TurnLatency: cfg.Metrics.TurnLatency, Limited: cfg.Metrics.Limited,
+			LeasesHeld: cfg.Metrics.LeasesHeld, Takeovers: cfg.Metrics.Takeovers},
+		Leasing: cfg.Leasing,
 	})
 	return g
 }
+
+// PokeLane says that another replica queued a turn in lk or forwarded a
+// stop to it (turn.Runner.Poke): the fleet layer calls it when NATS says
+// so. A lone gateway ignores it.
+func (g *Gateway) PokeLane(lk core.Lane) { g.turns.Poke(lk) }
 
 // Recovered is closed when start-up recovery is done; RecoverErr then
 // says whether it failed.
@@ -186,6 +197,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.turns.StartLeasing()
 	pctx, stopPrune := context.WithCancel(ctx)
 	pruned := make(chan struct{})
 	go func() {
@@ -231,6 +243,11 @@ func (g *Gateway) publish(ev *core.Event) { g.commits.Publish(ev) }
 // runs as a turn of its own; steering it took stopped being owed when the
 // turn recorded it.
 func (g *Gateway) recover(ctx context.Context) error {
+	if g.cfg.Leasing != nil {
+		// A replica settles a lane only once it holds the lane's lease
+		// (turn.Runner's syncLane): the others' lanes are running.
+		return nil
+	}
 	ms, err := g.st.Streaming(ctx)
 	if err != nil {
 		return err

@@ -24,6 +24,10 @@ type Metrics struct {
 	CommitBatch  prometheus.Histogram
 	Pipelined    prometheus.Gauge
 	PipelineFull prometheus.Counter
+	// LeasesHeld and Takeovers are a replica's lane leases (issue 18;
+	// always 0 on a lone gateway).
+	LeasesHeld prometheus.Gauge
+	Takeovers  prometheus.Counter
 }
 
 // NewMetrics makes the series and registers them with reg (nil: not registered).
@@ -45,9 +49,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "message.send accepted from connections' pipelines and not yet committed and answered."}),
 		PipelineFull: prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_send_pipeline_full_total",
 			Help: "Times a connection's read loop waited because its pipeline of sends was full (backpressure)."}),
+		LeasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "irisgate_lane_leases_held",
+			Help: "Lanes whose turns this replica runs now (it holds their leases)."}),
+		Takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "irisgate_lane_takeovers_total",
+			Help: "Lanes this replica took over from a replica whose lease had expired (it died or lost the database)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited, m.Unreadable, m.CommitBatch, m.Pipelined, m.PipelineFull)
+		reg.MustRegister(m.Connections, m.FramesIn, m.FramesOut, m.OutboxHead, m.TurnLatency, m.Turns, m.Pings, m.Limited, m.Unreadable, m.CommitBatch, m.Pipelined, m.PipelineFull,
+			m.LeasesHeld, m.Takeovers)
 	}
 	return m
 }

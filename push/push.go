@@ -83,6 +83,12 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 8
 	DefaultHold        = 2 * time.Second
+	// DefaultClaimFor is how long a push handed to a sender stays its own
+	// (store ClaimPushes): longer than any send takes (a device's pushes
+	// go one after another, each bounded by Timeout per backend), short
+	// enough that a replica that died mid-send delays its pushes by
+	// minutes, not hours.
+	DefaultClaimFor = 5 * time.Minute
 )
 
 // Config configures the pusher.
@@ -109,7 +115,11 @@ type Config struct {
 	// (DefaultConcurrency); each device's pushes go out one at a time, in
 	// order.
 	Concurrency int
-	// Metrics, when set, gets irisgate_push_total{backend,outcome}.
+	// ClaimFor is how long a claimed push is this sender's
+	// (DefaultClaimFor).
+	ClaimFor time.Duration
+	// Metrics, when set, gets irisgate_push_total{backend,outcome} and
+	// irisgate_push_claimed_total.
 	Metrics prometheus.Registerer
 }
 
@@ -120,6 +130,7 @@ type Pusher struct {
 	log      *slog.Logger
 	wake     chan struct{}
 	outcomes *prometheus.CounterVec
+	claimed  prometheus.Counter
 
 	mu sync.Mutex
 	// busy has a channel for each device being worked, closed when its
@@ -148,15 +159,30 @@ func New(st Store, log *slog.Logger, cfg Config) *Pusher {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
+	if cfg.ClaimFor <= 0 {
+		cfg.ClaimFor = DefaultClaimFor
+	}
 	p := &Pusher{cfg: cfg, st: st, log: log, wake: make(chan struct{}, 1), busy: map[string]chan struct{}{}, warned: map[string]bool{}}
 	p.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "irisgate_push_total", Help: "Push attempts, by backend and outcome (sent, gone, invalid_address, refused, auth, misconfigured, rate_limited, timeout, failed, given_up).",
 	}, []string{"backend", "outcome"})
+	// A claim holds at least two sends: one that cannot end within its
+	// claim is never tried (work).
+	p.cfg.ClaimFor = max(p.cfg.ClaimFor, 2*p.sendTime())
+	p.claimed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "irisgate_push_claimed_total", Help: "Pushes this gateway claimed from the queue to send (with replicas, each push is claimed by one of them at a time).",
+	})
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.Register(p.outcomes); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
 				p.outcomes = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+		if err := cfg.Metrics.Register(p.claimed); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				p.claimed = are.ExistingCollector.(prometheus.Counter)
 			}
 		}
 	}
@@ -306,21 +332,42 @@ func (p *Pusher) drain() {
 // maxAttempts bounds the tries of one push (about 3.5 hours of backoff).
 const maxAttempts = 12
 
-// dispatch starts a worker for each device with due pushes that has none,
-// up to Concurrency at once. It returns the done channels of the workers
-// of every due device (started now or before) and whether some due
-// device is left for want of a free worker.
+// dispatch claims the due pushes of the devices no worker has (several
+// replicas work one queue: a claimed push is this one's alone until the
+// claim ends) and starts a worker for each device, up to Concurrency at
+// once. It returns the done channels of every worker (started now or
+// before) and whether some due device is left for want of a free worker.
 func (p *Pusher) dispatch(ctx context.Context) (done []chan struct{}, more bool) {
 	if ctx.Err() != nil {
 		return nil, false
 	}
-	jobs, err := p.st.DuePushes(ctx, p.cfg.Now(), 1000)
+	p.mu.Lock()
+	busy := make([]string, 0, len(p.busy))
+	for dev := range p.busy {
+		busy = append(busy, dev)
+	}
+	free := p.cfg.Concurrency - len(p.busy)
+	p.mu.Unlock()
+	if free <= 0 {
+		p.mu.Lock()
+		p.more = true
+		for _, d := range p.busy {
+			done = append(done, d)
+		}
+		p.mu.Unlock()
+		return done, true
+	}
+	now := p.cfg.Now()
+	// Claimed for free workers only: another replica's may be free for
+	// the rest.
+	jobs, err := p.st.ClaimPushes(ctx, now, now.Add(p.cfg.ClaimFor), free, 1000, busy)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("push queue", "err", err)
 		}
 		return nil, false
 	}
+	p.claimed.Add(float64(len(jobs)))
 	// Due order within a device is kept: its worker sends them in turn.
 	var order []string
 	byDev := map[string][]store.PushJob{}
@@ -330,15 +377,21 @@ func (p *Pusher) dispatch(ctx context.Context) (done []chan struct{}, more bool)
 		}
 		byDev[j.DeviceID] = append(byDev[j.DeviceID], j)
 	}
+	var unwanted []store.PushJob
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	for _, d := range p.busy {
+		done = append(done, d)
+	}
 	for _, dev := range order {
-		if d, ok := p.busy[dev]; ok {
-			done = append(done, d)
+		if _, ok := p.busy[dev]; ok {
+			// A worker started since the claim (another dispatch): it
+			// goes out after, claimed again.
+			unwanted = append(unwanted, byDev[dev]...)
 			continue
 		}
 		if len(p.busy) >= p.cfg.Concurrency {
 			more = true
+			unwanted = append(unwanted, byDev[dev]...)
 			continue
 		}
 		d := make(chan struct{})
@@ -346,8 +399,23 @@ func (p *Pusher) dispatch(ctx context.Context) (done []chan struct{}, more bool)
 		done = append(done, d)
 		go p.work(ctx, dev, byDev[dev], d)
 	}
+	// Every free worker got a device: more may be due, unclaimed.
+	more = more || len(order) >= free
 	p.more = more
+	p.mu.Unlock()
+	p.release(context.WithoutCancel(ctx), unwanted)
 	return done, more
+}
+
+// release lets go of the claims of pushes this sender will not send now:
+// they are the next dispatch's, here or on another replica, at once
+// rather than when the claim ends.
+func (p *Pusher) release(ctx context.Context, js []store.PushJob) {
+	for _, j := range js {
+		if err := p.st.ReleasePush(ctx, j); err != nil {
+			p.log.Warn("push queue: releasing a claim", "err", err)
+		}
+	}
 }
 
 // work sends one device's due pushes, one after another.
@@ -362,12 +430,21 @@ func (p *Pusher) work(ctx context.Context, dev string, jobs []store.PushJob, don
 			p.poke() // a worker is free for a device left waiting
 		}
 	}()
-	for _, j := range jobs {
-		if ctx.Err() != nil {
+	for i, j := range jobs {
+		// A send must end within its claim, or another replica could send
+		// it too: a push whose claim would run out first (the device's
+		// earlier sends were slow) is claimed again later.
+		if ctx.Err() != nil || (j.Claim != 0 && p.cfg.Now().Add(p.sendTime()).UnixMilli() > j.Claim) {
+			p.release(context.WithoutCancel(ctx), jobs[i:])
 			return
 		}
 		p.send(ctx, j)
 	}
+}
+
+// sendTime bounds one push's send: a request to each backend.
+func (p *Pusher) sendTime() time.Duration {
+	return time.Duration(len(p.cfg.Backends)+1) * p.cfg.Timeout
 }
 
 func (p *Pusher) send(ctx context.Context, j store.PushJob) {
@@ -382,7 +459,8 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 	dev, err := p.st.Device(ctx, j.DeviceID)
 	if err != nil {
 		if ctx.Err() != nil {
-			return // cut off by shutdown: it stays queued, untried
+			p.st.ReleasePush(book, j) // cut off by shutdown: it stays queued, untried
+			return
 		}
 		// A registration that does not decode (*store.CorruptError): the
 		// push backs off and is given up like a failing one, not tried
@@ -408,7 +486,8 @@ func (p *Pusher) send(ctx context.Context, j store.PushJob) {
 		err := b.Send(sctx, addr, n)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return // cut off by shutdown: it stays queued, untried
+			p.st.ReleasePush(book, j) // cut off by shutdown: it stays queued, untried
+			return
 		}
 		outcome := Outcome(err)
 		p.outcomes.WithLabelValues(b.Name(), outcome).Inc()

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/irisgate/irisgate/internal/fakentfy"
+	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -210,8 +209,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // TestMain fails the package when a test leaves goroutines behind: every
 // worker a pusher starts must be gone once its Run or SendDue returned.
+// It stops the PostgreSQL server replicas_test.go started first.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	pgtest.Main(m)
 }
 
 // A device whose stored push registration does not decode (a damaged

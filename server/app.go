@@ -51,6 +51,9 @@ type AppConfig struct {
 	// share one directory (a volume every replica mounts): a file one
 	// replica stored is pulled through another.
 	MediaDir string
+	// LeaseTTL and LeaseSweep are a replica's lane leases' (turn.Leasing:
+	// turn.DefaultLeaseTTL, turn.DefaultLeaseSweep unless set).
+	LeaseTTL, LeaseSweep time.Duration
 	// NATS, when set (nats://host:4222), makes the gateway a replica kept
 	// in step with the others through that NATS server (package fleet):
 	// Replica is implied.
@@ -213,9 +216,13 @@ func Open(cfg AppConfig) (*App, error) {
 	gcfg := cfg.Config
 	gcfg.Metrics, gcfg.Pusher, gcfg.Media = m, a.Push, a.Media
 	gcfg.SharedStore = cfg.Replica
+	if cfg.Replica {
+		gcfg.Leasing = replicaLeasing(cfg, st)
+	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.gw.Store(a.GW)
 	a.Cron = cron.New(st, a.GW.RunCron, cfg.Log)
+	a.Cron.Replica = cfg.Replica
 	auth := gateway.NewAuthWith(st, gateway.AuthConfig{Fixed: cfg.Token, Limits: cfg.AuthLimits, Log: cfg.Log})
 	reg.MustRegister(auth.Collectors()...)
 	a.Srv = New(cfg.Server, a.GW, auth, cfg.Log, reg, m)

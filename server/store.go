@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/irisgate/irisgate/admin"
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/gateway/turn"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/datadir"
 	"github.com/irisgate/irisgate/media"
@@ -30,8 +32,9 @@ type Store interface {
 }
 
 var (
-	_ Store = (*store.Store)(nil)
-	_ Store = (*postgres.Store)(nil)
+	_ Store           = (*store.Store)(nil)
+	_ Store           = (*postgres.Store)(nil)
+	_ turn.LeaseStore = (*postgres.Store)(nil)
 )
 
 // openedStore is the store Open opened, with what it holds besides.
@@ -75,6 +78,15 @@ func openStore(cfg AppConfig, kind datadir.Store) (*openedStore, error) {
 		return nil, err
 	}
 	return &openedStore{Store: st, kind: kind, serving: hold}, nil
+}
+
+// replicaLeasing is a replica's lane leases, in the database it shares
+// (issue 18): named by the host, pid and data directory, as its session
+// is, and by this start.
+func replicaLeasing(cfg AppConfig, st Store) *turn.Leasing {
+	ls, _ := st.(turn.LeaseStore) // replicas are refused on SQLite (Open)
+	return &turn.Leasing{Store: ls, Holder: postgres.Who(cfg.DataDir) + " " + core.NewID("start_"),
+		TTL: cfg.LeaseTTL, Sweep: cfg.LeaseSweep}
 }
 
 // errReplicaNeedsPostgres refuses replicas on SQLite: its file belongs

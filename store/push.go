@@ -1,7 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/irisgate/irisgate/store/record"
@@ -29,6 +32,16 @@ type PushJob struct {
 	// RetryPush) only the version it sent, never news that replaced it
 	// while the request was under way.
 	Gen int64
+	// Claim is when this sender's claim on it ends (ms; ClaimPushes): 0
+	// for a push read without one (DuePushes).
+	Claim int64
+}
+
+// SortDue orders pushes as they fall due: by time, then by age.
+func SortDue(js []PushJob) {
+	slices.SortFunc(js, func(a, b PushJob) int {
+		return cmp.Or(a.NextAt.Compare(b.NextAt), cmp.Compare(a.ID, b.ID))
+	})
 }
 
 const pushSchema = `
@@ -56,6 +69,13 @@ const pushSchema2 = `
 ALTER TABLE push_queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 3;
 ALTER TABLE push_queue ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE push_queue ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+`
+
+// pushClaimSchema lets several senders work one queue (replicas on
+// PostgreSQL; SQLite's one gateway claims too, so both stores keep one
+// contract): a push being sent is claimed until claimed_until (ms).
+const pushClaimSchema = `
+ALTER TABLE push_queue ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0;
 `
 
 // EnqueuePush queues a push, merging it with one pending for the same
@@ -117,18 +137,99 @@ func (s *Store) PendingPushes(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// ClaimPushes hands out up to limit pushes due at now, oldest first,
+// each claimed until until so that no sender hands it out again before
+// then: those of at most devices devices (the oldest due first), leaving
+// out the devices in busy (being sent to already). A claim
+// outlives a sender that died mid-send: the push goes out again once it
+// expires.
+func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]PushJob, error) {
+	skip, err := json.Marshal(append([]string{}, busy...))
+	if err != nil {
+		return nil, err
+	}
+	// Looked for on a reader first: a quiet queue costs the writer, which
+	// the group commit needs, nothing.
+	var ids []int64
+	found, err := s.query(ctx, `SELECT id FROM push_queue WHERE next_at <= ?1 AND claimed_until <= ?1 AND device_id IN (
+			SELECT device_id FROM push_queue WHERE next_at <= ?1 AND claimed_until <= ?1
+			AND device_id NOT IN (SELECT value FROM json_each(?2)) GROUP BY device_id ORDER BY min(next_at), min(id) LIMIT ?3)
+		ORDER BY next_at, id LIMIT ?4`, now.UnixMilli(), string(skip), devices, limit)
+	if err != nil {
+		return nil, err
+	}
+	for found.Next() {
+		var id int64
+		if err := found.Scan(&id); err != nil {
+			found.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	found.Close()
+	if err := found.Err(); err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	want, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	// The conditions again: a push finished or claimed since is not taken.
+	rows, err := s.queryWrite(ctx, `UPDATE push_queue SET claimed_until = ?3
+		WHERE id IN (SELECT value FROM json_each(?1)) AND next_at <= ?2 AND claimed_until <= ?2
+		RETURNING id, device_id, collapse, cursor, title, body, chat_id, thread_id, kind, priority, message_id, attempts, next_at, last_err, gen, claimed_until`,
+		string(want), now.UnixMilli(), until.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []PushJob
+	for rows.Next() {
+		var j PushJob
+		var next int64
+		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen, &j.Claim); err != nil {
+			return nil, err
+		}
+		j.NextAt = time.UnixMilli(next)
+		out = append(out, j)
+	}
+	SortDue(out)
+	return out, rows.Err()
+}
+
 // DonePush removes a sent (or abandoned) push, unless newer news replaced
-// it meanwhile (its Gen moved on): that is still to be sent.
+// it meanwhile (its Gen moved on): that is still to be sent, and its
+// claim is let go so it goes out next.
 func (s *Store) DonePush(ctx context.Context, j PushJob) error {
-	_, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = ? AND gen = ?`, j.ID, j.Gen)
+	res, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = ? AND gen = ?`, j.ID, j.Gen)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = s.ReleasePush(ctx, j)
+		}
+	}
 	return err
 }
 
 // RetryPush schedules another attempt of the version of the push that was
-// tried; one replaced meanwhile is left to go out as it is.
+// tried, unclaimed; one replaced meanwhile is left to go out as it is.
 func (s *Store) RetryPush(ctx context.Context, j PushJob, next time.Time, lastErr string) error {
-	_, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = ?, last_err = ? WHERE id = ? AND gen = ?`,
+	res, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = ?, last_err = ?, claimed_until = 0 WHERE id = ? AND gen = ?`,
 		next.UnixMilli(), lastErr, j.ID, j.Gen)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = s.ReleasePush(ctx, j)
+		}
+	}
+	return err
+}
+
+// ReleasePush lets go of j's claim, unsent (a sender stopping), if it is
+// still this claim.
+func (s *Store) ReleasePush(ctx context.Context, j PushJob) error {
+	if j.Claim == 0 {
+		return nil
+	}
+	_, err := s.exec(ctx, `UPDATE push_queue SET claimed_until = 0 WHERE id = ? AND claimed_until = ?`, j.ID, j.Claim)
 	return err
 }
 

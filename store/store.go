@@ -97,6 +97,16 @@ func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, er
 	return st.ExecContext(ctx, args...)
 }
 
+// queryWrite runs a statement that writes and returns rows (RETURNING)
+// on the writer.
+func (s *Store) queryWrite(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.stmt(ctx, s.w, q)
+	if err != nil || st == nil {
+		return s.w.QueryContext(ctx, q, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
 func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	st, err := s.stmt(ctx, s.r, q)
 	if err != nil || st == nil {
@@ -445,7 +455,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema, pushClaimSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

@@ -67,6 +67,9 @@ type Metrics struct {
 	Turns       *prometheus.CounterVec // by outcome
 	TurnLatency prometheus.Histogram
 	Limited     *prometheus.CounterVec // by bound
+	// LeasesHeld and Takeovers are a replica's lane leases (lease.go).
+	LeasesHeld prometheus.Gauge
+	Takeovers  prometheus.Counter
 }
 
 // Config holds the runner's settings.
@@ -88,6 +91,10 @@ type Config struct {
 	// Bounds bound the turns across lanes (limits.go).
 	Bounds  Bounds
 	Metrics Metrics
+	// Leasing makes the runner one replica of several on one database
+	// (lease.go); nil for a lone gateway, which runs every lane it is
+	// sent to.
+	Leasing *Leasing
 }
 
 // DefaultAskTimeout is how long an approval or question waits for an
@@ -122,6 +129,9 @@ type Pending struct {
 	// Slot is the turn's place in the bounds across lanes (nil: a cron
 	// turn's); freed once it has run or is dropped.
 	Slot *Slot
+	// untaken marks steering the last turn did not take: it runs next,
+	// ahead of the queue (a replica's syncLane keeps it there).
+	untaken bool
 }
 
 // Runner runs the lanes' turns.
@@ -146,6 +156,8 @@ type Runner struct {
 
 	pickers  pickers
 	sessions sessions
+	// fl is the replica's lane leases (lease.go); nil on a lone gateway.
+	fl *fleet
 }
 
 // lane is the runtime state of one conversation: the turns waiting to run,
@@ -159,6 +171,14 @@ type lane struct {
 	// reserved counts places held in pending for turns being stored
 	// (Reserve): the bound holds across concurrent senders.
 	reserved int
+
+	// A replica's lease of the lane (lease.go): held, asked to look at
+	// the queue again (Poke), the stops counted so far, when it was last
+	// taken and when it runs out here.
+	leased         bool
+	poked          bool
+	stops          int64
+	takenAt, until time.Time
 }
 
 // New makes a runner. Turns start as they are queued.
@@ -183,6 +203,12 @@ func New(c Committer, st Store, h Host, log *slog.Logger, cfg Config) *Runner {
 	if m.Limited == nil {
 		m.Limited = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limited"}, []string{"bound"})
 	}
+	if m.LeasesHeld == nil {
+		m.LeasesHeld = prometheus.NewGauge(prometheus.GaugeOpts{Name: "leases_held"})
+	}
+	if m.Takeovers == nil {
+		m.Takeovers = prometheus.NewCounter(prometheus.CounterOpts{Name: "lane_takeovers"})
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &Runner{
 		cfg: cfg, c: c, st: st, host: h, log: log, ctx: ctx, stop: stop,
@@ -190,6 +216,7 @@ func New(c Committer, st Store, h Host, log *slog.Logger, cfg Config) *Runner {
 		places:   make(chan struct{}, cfg.Bounds.Running),
 		pickers:  pickers{m: make(map[string]*picker)},
 		sessions: sessions{m: make(map[core.Lane]*session)},
+		fl:       newFleet(cfg.Leasing),
 	}
 }
 
@@ -206,7 +233,7 @@ func (l *lane) queuedLocked() int {
 
 // idleLocked reports whether nothing keeps l in the lanes map.
 func (l *lane) idleLocked() bool {
-	return !l.active && len(l.pending) == 0 && l.reserved == 0 && len(l.todos) == 0
+	return !l.active && len(l.pending) == 0 && l.reserved == 0 && len(l.todos) == 0 && !l.leased
 }
 
 // laneLocked returns lk's lane, made when it has none; r.mu is held.
@@ -224,13 +251,17 @@ func (r *Runner) laneLocked(lk core.Lane) *lane {
 // queues it there (EnqueueReserved, the slot in its Pending) or gives both
 // back (Release).
 func (r *Runner) Reserve(lk core.Lane, token string) (*Slot, error) {
+	elsewhere := 0
+	if r.fl != nil {
+		elsewhere = r.queuedElsewhere(lk) // a replica: the queue is the store's
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.down {
 		return nil, ErrShuttingDown.New()
 	}
 	l := r.lanes[lk]
-	if l != nil && l.queuedLocked() >= MaxQueued {
+	if (l != nil && l.queuedLocked() >= MaxQueued) || elsewhere >= MaxQueued {
 		r.cfg.Metrics.Limited.WithLabelValues("lane_queue").Inc()
 		return nil, ErrQueueFull.New(MaxQueued)
 	}
@@ -307,10 +338,16 @@ func (r *Runner) Down() bool {
 func (r *Runner) DropQueued(ctx context.Context, lk core.Lane) (int, error) {
 	r.mu.Lock()
 	var dropped []Pending
+	leased := false
 	if l := r.lanes[lk]; l != nil {
 		dropped, l.pending = l.pending, nil
+		leased = l.leased
 	}
 	r.mu.Unlock()
+	if r.fl != nil && !leased {
+		// The lane's queue is another replica's, in the store.
+		return r.dropQueuedElsewhere(ctx, lk)
+	}
 	if len(dropped) == 0 {
 		return 0, nil
 	}
@@ -359,19 +396,43 @@ func (r *Runner) runLane(l *lane) {
 	defer r.work.Done()
 	for {
 		placed := r.runPlace() // false: shutting down
+		if placed && r.fl != nil && !r.Down() {
+			r.syncLane(l) // a replica runs the store's queue, holding the lease
+		}
 		r.mu.Lock()
+		if len(l.pending) == 0 && l.leased && placed && !r.down {
+			r.mu.Unlock()
+			r.leavePlace()
+			if r.letLane(l) {
+				continue // queued through another replica meanwhile
+			}
+			r.mu.Lock()
+			if len(l.pending) > 0 || l.poked {
+				r.mu.Unlock()
+				continue
+			}
+			placed = false // left already
+		} else if len(l.pending) == 0 && l.poked && placed && !r.down {
+			r.mu.Unlock()
+			r.leavePlace()
+			continue // poked while it looked: look again
+		}
 		if len(l.pending) == 0 || r.down || !placed {
 			for _, p := range l.pending {
 				r.freeSlotLocked(p.Slot)
 			}
 			l.active = false
 			l.pending = nil
+			leased := l.leased
 			if l.idleLocked() {
 				delete(r.lanes, l.key)
 			}
 			r.mu.Unlock()
 			if placed {
 				r.leavePlace()
+			}
+			if leased {
+				r.letLane(l) // shutting down: another replica takes the queue up
 			}
 			return
 		}
@@ -402,6 +463,9 @@ func (r *Runner) runLane(l *lane) {
 
 		r.mu.Lock()
 		l.running = nil
+		for i := range next {
+			next[i].untaken = true
+		}
 		l.pending = slices.Concat(next, l.pending)
 		// The turn has run, and so has the steering it took; what it did
 		// not take runs next and keeps its slot.

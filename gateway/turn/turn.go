@@ -74,9 +74,16 @@ func (t *turn) snapshot() (id, text string) {
 
 // Stop ends lk's running turn; the answer to from is the turn's
 // agent.idle. With nothing running the answer is an agent.idle at once.
+// On a replica, a turn running on another replica is stopped through the
+// store (lease.go): that replica stops it at its next look at its leases
+// (Poke makes that at once), and its agent.idle reaches every device;
+// the answer to from is then the agent.idle sent at once here.
 func (r *Runner) Stop(from hub.Caller, lk core.Lane) {
 	t := r.running(lk)
 	rep := from.Reply()
+	if t == nil && r.fl != nil && !r.holds(lk) {
+		r.stopElsewhere(lk)
+	}
 	ended := true
 	if t != nil {
 		t.mu.Lock()

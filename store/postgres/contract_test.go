@@ -60,3 +60,11 @@ func (h harness) CorruptEvent(ctx context.Context, cursor int64) error {
 	}
 	return err
 }
+
+var _ storetest.Leaser = (*Store)(nil)
+
+// TestLeases runs the lane lease cases against PostgreSQL: replicas share
+// its database (SQLite's store serves one gateway and has no leases).
+func TestLeases(t *testing.T) {
+	storetest.RunLeases(t, func(t *testing.T) storetest.Leaser { return open(t) })
+}

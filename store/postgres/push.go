@@ -61,18 +61,76 @@ func (s *Store) PendingPushes(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// ClaimPushes hands out up to limit pushes due at now, oldest first, to
+// one sender among several replicas: each is claimed until until (rows
+// another replica is claiming are skipped, not waited for: FOR UPDATE
+// SKIP LOCKED), so no other hands it out again before then. A claim
+// outlives a sender that died mid-send, and the push goes out again once
+// it expires: at least once after a crash, never twice otherwise. It
+// takes the pushes of at most devices devices (those with the oldest due
+// pushes: a sender claims what it has workers for), leaving out those in
+// busy (this replica's senders have them).
+func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]store.PushJob, error) {
+	if busy == nil {
+		busy = []string{}
+	}
+	rows, err := s.query(ctx, `UPDATE push_queue q SET claimed_until = $2
+		FROM (SELECT id FROM push_queue WHERE next_at <= $1 AND claimed_until <= $1 AND device_id IN (
+				SELECT device_id FROM push_queue WHERE next_at <= $1 AND claimed_until <= $1 AND NOT (device_id = ANY($4))
+				GROUP BY device_id ORDER BY min(next_at), min(id) LIMIT $5)
+			ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
+		WHERE q.id = due.id
+		RETURNING q.id, q.device_id, q.collapse, q.cursor, q.title, q.body, q.chat_id, q.thread_id, q.kind, q.priority,
+			q.message_id, q.attempts, q.next_at, q.last_err, q.gen, q.claimed_until`,
+		now.UnixMilli(), until.UnixMilli(), limit, busy, devices)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.PushJob
+	for rows.Next() {
+		var j store.PushJob
+		var next int64
+		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen, &j.Claim); err != nil {
+			return nil, err
+		}
+		j.NextAt = time.UnixMilli(next)
+		out = append(out, j)
+	}
+	store.SortDue(out) // RETURNING keeps no order
+	return out, rows.Err()
+}
+
 // DonePush removes a sent (or abandoned) push, unless newer news replaced
-// it meanwhile (its Gen moved on): that is still to be sent.
+// it meanwhile (its Gen moved on): that is still to be sent, and its
+// claim is let go so it goes out next.
 func (s *Store) DonePush(ctx context.Context, j store.PushJob) error {
-	_, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = $1 AND gen = $2`, j.ID, j.Gen)
+	tag, err := s.exec(ctx, `DELETE FROM push_queue WHERE id = $1 AND gen = $2`, j.ID, j.Gen)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = s.ReleasePush(ctx, j)
+	}
 	return err
 }
 
 // RetryPush schedules another attempt of the version of the push that was
-// tried; one replaced meanwhile is left to go out as it is.
+// tried, unclaimed; one replaced meanwhile is left to go out as it is.
 func (s *Store) RetryPush(ctx context.Context, j store.PushJob, next time.Time, lastErr string) error {
-	_, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = $1, last_err = $2 WHERE id = $3 AND gen = $4`,
+	tag, err := s.exec(ctx, `UPDATE push_queue SET attempts = attempts + 1, next_at = $1, last_err = $2, claimed_until = 0 WHERE id = $3 AND gen = $4`,
 		next.UnixMilli(), lastErr, j.ID, j.Gen)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = s.ReleasePush(ctx, j)
+	}
+	return err
+}
+
+// ReleasePush lets go of j's claim, unsent (a sender stopping), if it is
+// still this claim: one that expired and was claimed again is the other
+// sender's.
+func (s *Store) ReleasePush(ctx context.Context, j store.PushJob) error {
+	if j.Claim == 0 {
+		return nil
+	}
+	_, err := s.exec(ctx, `UPDATE push_queue SET claimed_until = 0 WHERE id = $1 AND claimed_until = $2`, j.ID, j.Claim)
 	return err
 }
 

@@ -73,6 +73,8 @@ type Store interface {
 	// The push queue.
 	EnqueuePush(ctx context.Context, j store.PushJob, now time.Time) error
 	DuePushes(ctx context.Context, now time.Time, limit int) ([]store.PushJob, error)
+	ClaimPushes(ctx context.Context, now, until time.Time, devices, limit int, busy []string) ([]store.PushJob, error)
+	ReleasePush(ctx context.Context, j store.PushJob) error
 	PendingPushes(ctx context.Context) (int, error)
 	DonePush(ctx context.Context, j store.PushJob) error
 	RetryPush(ctx context.Context, j store.PushJob, next time.Time, lastErr string) error
@@ -134,7 +136,7 @@ type test struct {
 }
 
 // contract is every test, grouped as Store's methods are.
-var contract = concat(outboxTests, historyTests, searchTests, agentTests, deviceTests, pushTests, tokenTests, mediaTests, cronTests)
+var contract = concat(outboxTests, historyTests, searchTests, agentTests, deviceTests, pushTests, claimTests, tokenTests, mediaTests, cronTests)
 
 func concat(groups ...[]test) []test {
 	var out []test
