@@ -169,7 +169,7 @@ func startNATSServer(t *testing.T, port int) *natsserver.Server {
 	return ns
 }
 
-func (r *fleetRig) replica(i int) {
+func (r *fleetRig) replica(i int, args ...string) {
 	r.t.Helper()
 	dir := filepath.Join(r.t.TempDir(), fmt.Sprint("replica", i))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -177,7 +177,7 @@ func (r *fleetRig) replica(i int) {
 	}
 	env := []string{"IRISGATE_TOKEN=" + fleetToken, "IRISGATE_STORE=" + r.url, "IRISGATE_NATS=" + r.nats.ClientURL(),
 		"IRISGATE_MEDIA_DIR=" + r.media}
-	p := startServe(r.t, dir, env, "--echo-delay", "1ms")
+	p := startServe(r.t, dir, env, append([]string{"--echo-delay", "1ms", "--lease-ttl", "1s"}, args...)...)
 	r.procs = append(r.procs, p)
 	r.addrs = append(r.addrs, serveAddr(r.t, p))
 }
@@ -293,21 +293,23 @@ func send(t *testing.T, w *watched, n int, tag string, sent chan<- int) error {
 
 // TestThreeReplicas runs three irisgate replicas as people would (serve
 // --store postgres://… --nats nats://… --media-dir …) and devices of one
-// owner on each, while all three take messages (their turns, the echo
-// agent's, run on the replica that took them):
+// owner on each, while all three take messages into one lane (the echo
+// agent answers them):
+//
 //   - every device sees every durable frame once, in cursor order, and the
 //     streams' transient frames relayed from the other replicas;
+//
 //   - one replica killed -9 mid-stream: its devices reconnect to another
 //     and sync closes every gap;
+//
 //   - NATS stopped for a while, messages sent meanwhile: once it is back,
 //     every device has everything, in order, without a sync;
+//
 //   - PostgreSQL restarted: the replicas carry on without a restart.
 //
-// TODO(lead, after the lease branch): extend this test with turns of one
-// lane taken by replicas in turn — one answer per message across the
-// fleet, and a turn of the killed replica taken over by another after its
-// lease expires. Here each message's turn runs on the replica that took
-// it, which needs no lease.
+//   - every message is answered once across the fleet: one lane's turns
+//     run on the replica holding its lease, and the killed replica's are
+//     taken over once its lease (--lease-ttl 1s) expires.
 func TestThreeReplicas(t *testing.T) {
 	noGateways(t)
 	pg, err := pgtest.Start(pgtest.Fast()...)
@@ -435,10 +437,53 @@ func TestThreeReplicas(t *testing.T) {
 		}
 	}
 	r.checkAll(r.quiet(everyone, senders[1], watchers[1]), everyone, senders[1], watchers[1])
+	r.answeredOnce()
 	for i, p := range r.procs {
 		if i != 1 {
 			p.stop(t)
 		}
+	}
+}
+
+// answeredOnce waits until every person's message in the outbox has its
+// reply's end, and checks that none has two: one lane's turns ran on
+// whichever replica held its lease, and those the killed replica held
+// (running: ended as stopped; queued: run) were taken over once its lease
+// expired (--lease-ttl 1s).
+func (r *fleetRig) answeredOnce() {
+	r.t.Helper()
+	deadline := time.Now().Add(3 * testgw.Wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+		h, err := r.st.OutboxHead(ctx)
+		asked, stops := 0, map[string]int{}
+		if err == nil {
+			err = r.st.ScanEvents(ctx, 0, h, func(ev *core.Event) error {
+				switch {
+				case ev.Type == core.EvMessage && ev.Message != nil && ev.Message.Role == core.RoleUser:
+					asked++
+				case ev.Type == core.EvMessageStop && ev.Message != nil:
+					stops[ev.Message.ID]++
+				}
+				return nil
+			})
+		}
+		cancel()
+		for id, n := range stops {
+			if n > 1 {
+				r.t.Fatalf("reply %s ended %d times", id, n)
+			}
+		}
+		if err == nil && len(stops) > asked {
+			r.t.Fatalf("%d replies ended for %d messages: a message was answered twice", len(stops), asked)
+		}
+		if err == nil && len(stops) == asked {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d of %d messages answered (%v): the killed replica's lane was not taken over", len(stops), asked, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the store is polled: no event of the replicas' to wait on
 	}
 }
 
@@ -489,4 +534,58 @@ func (r *fleetRig) checkAll(want []string, everyone []*watched, moved ...*watche
 		}
 		w.mu.Unlock()
 	}
+}
+
+// A replica killed -9 while it runs a lane's turn, with more turns of the
+// lane queued through another replica: once its lease (--lease-ttl 1s)
+// expires the other takes the lane over, the cut-off turn is not run again
+// (its reply ends, stopped) and the queued ones are answered, each once.
+func TestReplicaKilledMidTurnIsTakenOver(t *testing.T) {
+	noGateways(t)
+	pg, err := pgtest.Start(pgtest.Fast()...)
+	if err != nil {
+		pgtest.Skip(t, err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	_, url, err := pg.CreateDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fleetRig{t: t, pg: pg, url: url, media: t.TempDir()}
+	r.nats = startNATSServer(t, -1)
+	r.replica(0, "--echo-delay", "2s") // the later flag wins: a turn that lasts
+	r.replica(1)
+	if r.st, err = postgres.Open(ctx, url, postgres.WithoutMigration()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.st.Close()
+	r.waitNATS("1", r.addrs...)
+	a, b := watch(t, "phone", r.addrs[0]), watch(t, "tablet", r.addrs[1])
+	if err := send(t, a, 1, "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testgw.Wait)
+	for {
+		a.mu.Lock()
+		started := a.start
+		a.mu.Unlock()
+		if started > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica 0 never started the turn")
+		}
+		time.Sleep(10 * time.Millisecond) // a counter of the reader's: no event to wait on
+	}
+	if err := send(t, b, 2, "queued", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.procs[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.procs[0].cmd.Wait()
+	r.answeredOnce()
+	r.procs[1].stop(t)
 }

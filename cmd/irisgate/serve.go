@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -30,6 +31,7 @@ type ServeCmd struct {
 	Store            string        `help:"Where the state is kept: empty for the SQLite file in --data, or a PostgreSQL database (postgres://user:password@host:5432/db). Prefer IRISGATE_STORE, or PGPASSWORD for the password: flags show in process lists." env:"IRISGATE_STORE"`
 	NATS             string        `name:"nats" help:"A NATS server (nats://host:4222; several comma separated): makes this gateway one of several replicas on one PostgreSQL --store, kept in step through it (docs/replicas.md). Credentials go in the URL: prefer IRISGATE_NATS." env:"IRISGATE_NATS"`
 	NATSSubject      string        `name:"nats-subject" help:"The prefix of the NATS subjects the replicas use: one per fleet sharing a NATS server." default:"irisgate" env:"IRISGATE_NATS_SUBJECT"`
+	LeaseTTL         time.Duration `name:"lease-ttl" help:"Replicas: how long a lane's lease lasts unrenewed, so how soon another replica takes over the turns of one that died (renewed every third of it)." default:"15s" env:"IRISGATE_LEASE_TTL"`
 	MediaDir         string        `help:"Where media files live (default: media in --data). Replicas share one: a volume every replica mounts." env:"IRISGATE_MEDIA_DIR" type:"path"`
 	Token            string        `help:"A fixed device token, accepted besides the stored ones (for scripts and containers)." env:"IRISGATE_TOKEN"`
 	LogFormat        string        `help:"Log format: text or json." default:"text" enum:"text,json" env:"IRISGATE_LOG_FORMAT"`
@@ -78,6 +80,11 @@ func (c *ServeCmd) Run(cli *CLI) error {
 	}
 	if c.NATS != "" && c.Store == "" {
 		return errors.New("--nats makes this gateway a replica, and replicas share a PostgreSQL database: set --store postgres://… (docs/replicas.md)")
+	}
+	if c.LeaseTTL < time.Second {
+		// Renewed every third of it through the database: shorter would
+		// make a busy database's pause a takeover.
+		return fmt.Errorf("--lease-ttl %s: at least 1s", c.LeaseTTL)
 	}
 	c.dataDir, c.configFile, c.maxFile, c.mediaDir = c.Data, string(cli.Config), c.MaxMedia, c.MediaDir
 	// From the start: a Ctrl-C while the data opens still shuts down cleanly.
@@ -166,7 +173,7 @@ func (c *ServeCmd) Run(cli *CLI) error {
 // appConfig is the gateway the flags describe.
 func (c *ServeCmd) appConfig(log *slog.Logger, ag agent.Agent) server.AppConfig {
 	return server.AppConfig{
-		DataDir: c.Data, Store: c.Store, NATS: c.NATS, Fleet: fleet.Config{Subject: c.NATSSubject}, MediaDir: c.MediaDir, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
+		DataDir: c.Data, Store: c.Store, NATS: c.NATS, Fleet: fleet.Config{Subject: c.NATSSubject}, LeaseTTL: c.LeaseTTL, MediaDir: c.MediaDir, Token: c.Token, Log: log, Version: versionLine(), Durability: c.Durability,
 		Config: gateway.Config{Agent: ag, Workdir: c.Workdir, AskTimeout: c.AskTimeout, FastModel: c.FastModel,
 			ShowReasoning: c.ShowReasoning, OutboxKeep: c.OutboxKeep, OutboxMaxAge: c.OutboxMaxAge,
 			ModelHTTPClient: c.modelHTTP, AutoTitleHermes: c.AutoTitleHermes,
