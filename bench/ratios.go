@@ -378,7 +378,7 @@ func wireRows(ctx context.Context, url string, ask streamAsk) ([]Row, error) {
 			return rows, err
 		}
 		row := Row{Mode: name, Metric: "bytes on the wire, no deflate", Value: float64(st.bytes), Unit: "B", Base: float64(st.reply), BaseOf: "reply size",
-			Note: fmt.Sprintf("%d message.update frames", st.updates)}
+			Note: fmt.Sprintf("%d message.update frames, at most %.2fs apart", st.updates, st.longest.Seconds())}
 		if deflate {
 			row.Metric = "bytes on the wire, deflate offered"
 			if st.negotiated {

@@ -37,6 +37,9 @@ type wireStats struct {
 	reply      int   // bytes of the reply's final text
 	negotiated bool  // the server answered the deflate offer
 	ext        string
+	// longest is the longest time between two message.updates (as the
+	// device read them): how long the reply stood still for a watcher.
+	longest time.Duration
 }
 
 var keyFinal = []byte(`"final_text":"`)
@@ -73,7 +76,8 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 	st.negotiated = strings.Contains(st.ext, "permessage-deflate")
 	status, idle := make(chan struct{}, 1), make(chan struct{}, 1)
 	var updates atomic.Int64
-	var final atomic.Int64
+	var final, longest atomic.Int64
+	var lastUpdate time.Time // only serve's goroutine touches it
 	sent := make(chan struct{})
 	d.serve(func(b []byte) {
 		switch string(frameType(b)) {
@@ -84,6 +88,11 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 			}
 		case irisv1.TypeMessageUpdate:
 			updates.Add(1)
+			now := time.Now()
+			if !lastUpdate.IsZero() && int64(now.Sub(lastUpdate)) > longest.Load() {
+				longest.Store(int64(now.Sub(lastUpdate)))
+			}
+			lastUpdate = now
 		case irisv1.TypeMessageStop:
 			if i := bytes.Index(b, keyFinal); i >= 0 {
 				final.Store(int64(bytes.IndexByte(b[i+len(keyFinal):], '"')))
@@ -121,6 +130,7 @@ func replyBytes(ctx context.Context, url string, ask streamAsk, deflate bool) (w
 	}
 	st.bytes = n.Load() - n0
 	st.updates = updates.Load()
+	st.longest = time.Duration(longest.Load())
 	st.reply = int(final.Load())
 	if want := ask.events * ask.chunk; st.reply != want {
 		return st, fmt.Errorf("final text of %d bytes, want %d", st.reply, want)

@@ -85,16 +85,41 @@ type ReplyAddr struct {
 // Encoded returns the event's encoding for one dialect, computing it once
 // however many devices it is sent to.
 func (e *Event) Encoded(dialect int, encode func(*Event) []byte) []byte {
+	b, _ := e.Shared(dialect, func(e *Event) any { return encode(e) }).([]byte)
+	return b
+}
+
+// Shared returns what make derives from the event under key (a dialect's
+// frames, say), made once however many devices it is sent to: a fan-out
+// to many devices then allocates per event, not per delivery. What it
+// returns is shared by every caller, which must not modify it. make runs
+// unlocked (it may ask for another key); two callers racing may both run
+// it, and the first result stored is the one every caller gets.
+func (e *Event) Shared(key int, make func(*Event) any) any {
+	if v, ok := e.enc.get(key); ok {
+		return v
+	}
+	v := make(e)
 	e.enc.mu.Lock()
 	defer e.enc.mu.Unlock()
 	for _, c := range e.enc.items {
-		if c.dialect == dialect {
-			return c.data
+		if c.key == key {
+			return c.v
 		}
 	}
-	b := encode(e)
-	e.enc.items = append(e.enc.items, encItem{dialect, b})
-	return b
+	e.enc.items = append(e.enc.items, encItem{key, v})
+	return v
+}
+
+func (c *encCache) get(key int) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range c.items {
+		if it.key == key {
+			return it.v, true
+		}
+	}
+	return nil, false
 }
 
 type encCache struct {
@@ -103,8 +128,8 @@ type encCache struct {
 }
 
 type encItem struct {
-	dialect int
-	data    []byte
+	key int
+	v   any
 }
 
 // Picker is an interactive prompt awaiting a device's answer.

@@ -17,7 +17,8 @@ import (
 type Codec interface {
 	// Frames returns the frames this connection gets for ev (none when the
 	// event is not for it). reqID is the request id when ev answers a
-	// request of this connection, else 0.
+	// request of this connection, else 0. The slice may be shared by
+	// every connection of the dialect: the hub copies, never modifies, it.
 	Frames(ev *core.Event, reqID int64) []Out
 }
 

@@ -23,6 +23,13 @@ import "time"
 //     once its size's worth of time at PaceRate has passed since the key
 //     last sent (a key whose frames do not grow, a tool's progress line,
 //     moves at that byte rate), at most PaceMax;
+//   - and a frame that has grown at all leaves at most PaceGap after the
+//     key last sent (the longest gap): pacing by bytes alone spaces a slow
+//     stream's updates further and further apart (at a model's 300 B/s, a
+//     12 KB reply on a deflate connection moved every 10 s near its end),
+//     and a person watching sees the reply freeze; with the gap it moves
+//     at least every PaceGap, at a cost on the wire measured in
+//     TestPaceGapBoundsASlowStream;
 //   - a held frame is replaced by newer ones, and queued right before any
 //     frame without a key (the terminal one): the newest update always
 //     precedes message.stop and nothing is reordered or lost.
@@ -57,6 +64,15 @@ const (
 	PaceRate = 1 << 10 // bytes a second
 	// PaceMax bounds the wait of a frame that has not grown enough.
 	PaceMax = 10 * time.Second
+	// PaceGap is the longest a key that has grown waits after its last
+	// frame: 1.5 s, so a watcher sees the text move (a line or so at a
+	// model's 300 B/s). It costs a slow stream's deflate connection
+	// resends: a 6 KB reply at 300 B/s (irisgate bench --scenarios ratios
+	// --ratio-modes wire) 2.52x -> 3.90x its size on the wire (gap 1 s:
+	// 5.47x, 2 s: 3.42x; the longest stillness 4.4 s -> 1.5 s), a 12 KB
+	// one about 5x (TestPaceGapBoundsASlowStream); plain connections and
+	// fast streams already move more often and pay nothing.
+	PaceGap = 1500 * time.Millisecond
 	// paceForget: a lane idle that long is forgotten; a frame of its key
 	// would go at once anyway (PaceMax has passed).
 	paceForget = PaceMax
@@ -104,6 +120,9 @@ func (q *queue) dueAt(l *lane, s int) time.Time {
 		return at // grown enough, or a new text (a reset) that is shorter
 	}
 	wait := min(time.Duration(s)*time.Second/PaceRate, PaceMax)
+	if s > l.sent {
+		wait = min(wait, PaceGap) // grown, if too little: the longest gap
+	}
 	return maxTime(at, minTime(l.last.Add(wait), l.heldAt.Add(PaceQuiet)))
 }
 

@@ -9,21 +9,30 @@ import (
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
-// dialectKey tells this dialect's cached encodings apart from others'.
-const dialectKey = 1
+// Keys of this dialect's encodings cached on an event (core.Event.Shared),
+// apart from other dialects'.
+const (
+	dialectKey = 1 // the broadcast frame's bytes
+	framesKey  = 2 // the broadcast's []hub.Out
+)
 
 // codec encodes events for Iris connections.
 type codec struct{}
 
 // Frames implements hub.Codec. A broadcast frame is encoded once for all
-// Iris devices; only the requester's copy (with its id) is encoded apart.
+// Iris devices, with its key and the slice holding it, so a delivery
+// allocates nothing (the hub copies each Out it queues); only the
+// requester's copy (with its id) is encoded apart.
 func (codec) Frames(ev *core.Event, reqID int64) []hub.Out {
-	var data []byte
 	if reqID != 0 {
-		data = encodeEvent(ev, reqID, 0)
-	} else {
-		data = broadcast(ev)
+		return outs(ev, encodeEvent(ev, reqID, 0))
 	}
+	o, _ := ev.Shared(framesKey, func(ev *core.Event) any { return outs(ev, broadcast(ev)) }).([]hub.Out)
+	return o
+}
+
+// outs is data as ev's frames: nil when ev has no frame.
+func outs(ev *core.Event, data []byte) []hub.Out {
 	if data == nil {
 		return nil
 	}

@@ -27,4 +27,18 @@ func BenchmarkFrames(b *testing.B) {
 			}
 		})
 	}
+	// One update to 100 Iris devices: what a fan-out costs per event,
+	// encoding and every device's Frames (allocs/op per event: the
+	// deliveries themselves should allocate nothing).
+	b.Run("update-64B-to-100", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ev := &core.Event{Type: core.EvMessageUpdate, Lane: lane, StreamID: "m_01J8ZQ4K7M3N5P6Q", Text: "All work and no play."}
+			for range 100 {
+				if out := (codec{}).Frames(ev, 0); len(out) != 1 || out[0].Key == "" {
+					b.Fatal("no keyed frame")
+				}
+			}
+		}
+	})
 }
