@@ -21,6 +21,7 @@ import (
 	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/proto/irisv1"
+	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/postgres"
 )
 
@@ -437,7 +438,7 @@ func TestThreeReplicas(t *testing.T) {
 		}
 	}
 	r.checkAll(r.quiet(everyone, senders[1], watchers[1]), everyone, senders[1], watchers[1])
-	r.answeredOnce()
+	r.answeredOnce(1)
 	for i, p := range r.procs {
 		if i != 1 {
 			p.stop(t)
@@ -445,23 +446,26 @@ func TestThreeReplicas(t *testing.T) {
 	}
 }
 
-// answeredOnce waits until every person's message in the outbox has its
-// reply's end, and checks that none has two: one lane's turns ran on
-// whichever replica held its lease, and those the killed replica held
-// (running: ended as stopped; queued: run) were taken over once its lease
-// expired (--lease-ttl 1s).
-func (r *fleetRig) answeredOnce() {
+// answeredOnce waits until no turn is owed and checks that every person's
+// message in the outbox has its reply's end once, never twice: one lane's
+// turns ran on whichever replica held its lease, and those the killed
+// replica held (running: ended, its reply stopped, or none when it had not
+// begun one; queued: run) were taken over once its lease expired
+// (--lease-ttl 1s).
+func (r *fleetRig) answeredOnce(unanswered int) {
 	r.t.Helper()
 	deadline := time.Now().Add(3 * testgw.Wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 		h, err := r.st.OutboxHead(ctx)
 		asked, stops := 0, map[string]int{}
+		var texts []string
 		if err == nil {
 			err = r.st.ScanEvents(ctx, 0, h, func(ev *core.Event) error {
 				switch {
 				case ev.Type == core.EvMessage && ev.Message != nil && ev.Message.Role == core.RoleUser:
 					asked++
+					texts = append(texts, ev.Message.Text)
 				case ev.Type == core.EvMessageStop && ev.Message != nil:
 					stops[ev.Message.ID]++
 				}
@@ -477,11 +481,21 @@ func (r *fleetRig) answeredOnce() {
 		if err == nil && len(stops) > asked {
 			r.t.Fatalf("%d replies ended for %d messages: a message was answered twice", len(stops), asked)
 		}
-		if err == nil && len(stops) == asked {
+		// Done once no turn is owed: each message was answered, but for
+		// at most unanswered: the killed replica's running turn is ended
+		// without a reply when it was cut off before its first words.
+		var owed []store.QueuedTurn
+		if err == nil {
+			owed, err = r.st.Turns(context.Background())
+		}
+		if err == nil && len(owed) == 0 {
+			if asked-len(stops) > unanswered {
+				r.t.Fatalf("%d of %d messages answered, no turn owed: more than %d left unanswered; asked %q", len(stops), asked, unanswered, texts)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("%d of %d messages answered (%v): the killed replica's lane was not taken over", len(stops), asked, err)
+			r.t.Fatalf("%d of %d messages answered (%v), turns still owed %+v: the killed replica's lane was not taken over", len(stops), asked, err, owed)
 		}
 		time.Sleep(50 * time.Millisecond) // the store is polled: no event of the replicas' to wait on
 	}
@@ -586,6 +600,6 @@ func TestReplicaKilledMidTurnIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.procs[0].cmd.Wait()
-	r.answeredOnce()
+	r.answeredOnce(0) // the cut-off turn had begun its reply: it ends stopped
 	r.procs[1].stop(t)
 }
