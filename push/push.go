@@ -132,6 +132,11 @@ type Pusher struct {
 	outcomes *prometheus.CounterVec
 	claimed  prometheus.Counter
 
+	// dispatching makes one dispatch at a time: a push claimed by one is
+	// in busy before another looks, so SendDue waits for the Run loop's
+	// workers instead of finding their pushes claimed and no worker yet.
+	dispatching sync.Mutex
+
 	mu sync.Mutex
 	// busy has a channel for each device being worked, closed when its
 	// worker is done: a device is worked by one worker at a time.
@@ -341,6 +346,8 @@ func (p *Pusher) dispatch(ctx context.Context) (done []chan struct{}, more bool)
 	if ctx.Err() != nil {
 		return nil, false
 	}
+	p.dispatching.Lock()
+	defer p.dispatching.Unlock()
 	p.mu.Lock()
 	busy := make([]string, 0, len(p.busy))
 	for dev := range p.busy {
