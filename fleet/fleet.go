@@ -54,8 +54,13 @@ type Config struct {
 	// a replica silent for three times that is taken for gone.
 	PresenceEvery time.Duration
 	// Remote, when set, is called with each durable frame another replica
-	// committed, once the hub has it (caches of what those frames change).
-	Remote  func(*core.Event)
+	// committed, once the hub has it (caches of what those frames change),
+	// and with each picker.closed another replica relays, before the hub
+	// has it.
+	Remote func(*core.Event)
+	// Command, when set, is called with each command another replica
+	// forwarded (ForwardPick, ForwardStop), on NATS's goroutine.
+	Command func(Command)
 	Metrics prometheus.Registerer
 	Log     *slog.Logger
 }
@@ -337,6 +342,9 @@ func (f *Fleet) receive(msg *nats.Msg) {
 			f.met.invalid.Inc()
 			return
 		}
+		if ev.Type == core.EvPickerClosed && f.cfg.Remote != nil {
+			f.cfg.Remote(ev) // the pickers open elsewhere (gateway.PickerPending)
+		}
 		f.seq.transient(m.Cursor, ev, len(msg.Data))
 	case kindPresence:
 		f.peers.apply(m.Origin, m)
@@ -347,6 +355,9 @@ func (f *Fleet) receive(msg *nats.Msg) {
 		f.summary.Store(true)
 	case kindBye:
 		f.peers.bye(m.Origin)
+	case kindCommand:
+		f.command(m.Cmd)
+		return
 	}
 	f.poke()
 }

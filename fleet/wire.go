@@ -42,6 +42,7 @@ const (
 	kindPresence  = "p" // devices connected to the origin: On/Off, or a summary part
 	kindQuery     = "q" // a replica started: peers send their summaries now
 	kindBye       = "b" // the origin stops: forget its devices now
+	kindCommand   = "x" // a device's command for the replica running a lane's turn
 )
 
 // message is what travels on NATS. Durable frames travel as their cursor
@@ -69,6 +70,20 @@ type message struct {
 	Part  int      `json:"pt,omitempty"`
 	Parts int      `json:"pn,omitempty"`
 	All   []string `json:"all,omitempty"`
+
+	Cmd *command `json:"x,omitempty"` // kindCommand
+}
+
+// command is what a device asked of a turn that runs on another replica:
+// the answer to one of its pickers, or a stop. The receiver applies it
+// through the checks a device's own request goes through (command.go).
+type command struct {
+	Op     string `json:"op"` // opPick or opStop
+	Chat   string `json:"chat,omitempty"`
+	Thread string `json:"thread,omitempty"`
+	Picker string `json:"picker,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Device string `json:"device,omitempty"` // who answered (the reply names them)
 }
 
 type pickerClosed struct {
@@ -155,6 +170,10 @@ func decode(b []byte) (*message, error) {
 					return nil, errors.New("fleet: bad device id")
 				}
 			}
+		}
+	case kindCommand:
+		if err := m.Cmd.check(); err != nil {
+			return nil, err
 		}
 	case kindQuery, kindBye:
 	default:

@@ -29,6 +29,14 @@ func TestDecodeRefuses(t *testing.T) {
 		"part past parts":   `{"v":1,"o":"ab","k":"p","g":1,"pt":2,"pn":2,"all":["x"]}`,
 		"all w/o parts":     `{"v":1,"o":"ab","k":"p","all":["x"]}`,
 		"too many parts":    `{"v":1,"o":"ab","k":"p","g":1,"pt":0,"pn":1000,"all":["x"]}`,
+		"command w/o cmd":   `{"v":1,"o":"ab","k":"x"}`,
+		"unknown command":   `{"v":1,"o":"ab","k":"x","x":{"op":"run"}}`,
+		"pick w/o picker":   `{"v":1,"o":"ab","k":"x","x":{"op":"pick","value":"once"}}`,
+		"pick long device":  `{"v":1,"o":"ab","k":"x","x":{"op":"pick","picker":"p","device":"` + long + `"}}`,
+		"pick thread only":  `{"v":1,"o":"ab","k":"x","x":{"op":"pick","picker":"p","thread":"t"}}`,
+		"stop w/o lane":     `{"v":1,"o":"ab","k":"x","x":{"op":"stop"}}`,
+		"stop with value":   `{"v":1,"o":"ab","k":"x","x":{"op":"stop","chat":"c","value":"once"}}`,
+		"pick long value":   `{"v":1,"o":"ab","k":"x","x":{"op":"pick","picker":"p","value":"` + strings.Repeat("v", maxValue+1) + `"}}`,
 	} {
 		if _, err := decode([]byte(in)); err == nil {
 			t.Errorf("%s: accepted %s", name, in)
@@ -76,6 +84,24 @@ func TestTransientRoundTrip(t *testing.T) {
 	}
 }
 
+// A command comes out of decode as it went in.
+func TestCommandRoundTrip(t *testing.T) {
+	for _, c := range []command{
+		{Op: opPick, Chat: "c", Thread: "t", Picker: "pk_1", Value: "once", Device: "phone"},
+		{Op: opPick, Picker: "pk_2", Value: "in my own words"},
+		{Op: opStop, Chat: "default"},
+	} {
+		b, err := encode(&message{V: WireVersion, Origin: "ab", Kind: kindCommand, Cmd: &c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := decode(b)
+		if err != nil || m.Kind != kindCommand || m.Cmd == nil || *m.Cmd != c {
+			t.Fatalf("%s: %+v %v", b, m, err)
+		}
+	}
+}
+
 // The hand-made cursor message is what decode reads.
 func TestCursorMessage(t *testing.T) {
 	f := &Fleet{origin: "0123abcd"}
@@ -95,6 +121,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"v":1,"o":"ab","k":"t","c":3,"e":{"v":1,"type":"message.update","stream_id":"s","text":"x"}}`))
 	f.Add([]byte(`{"v":1,"o":"ab","k":"p","c":3,"g":2,"pt":0,"pn":1,"all":["phone"],"on":["a"],"off":["b"]}`))
 	f.Add([]byte(`{"v":1,"o":"ab","k":"t","e":{"v":1,"type":"picker.closed"},"pc":{"id":"p"}}`))
+	f.Add([]byte(`{"v":1,"o":"ab","k":"x","x":{"op":"pick","chat":"c","picker":"pk_1","value":"once","device":"phone"}}`))
+	f.Add([]byte(`{"v":1,"o":"ab","k":"x","x":{"op":"stop","chat":"c","thread":"t"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decode(b)
 		if err != nil {
@@ -107,6 +135,13 @@ func FuzzDecode(f *testing.F) {
 			ev, err := m.event()
 			if err == nil && (ev.Type.Durable() || !relayed[ev.Type]) {
 				t.Fatalf("relayed a %s", ev.Type)
+			}
+		}
+		if m.Kind == kindCommand {
+			c := m.Cmd
+			if c == nil || len(c.Value) > maxValue || len(c.Picker) > maxID || len(c.Chat) > maxID || len(c.Thread) > maxID ||
+				len(c.Device) > 128 || (c.Op == opStop) == (c.Picker != "") {
+				t.Fatalf("command out of bounds: %+v", c)
 			}
 		}
 		ps := newPeers(1e9, func() time.Time { return time.Time{} })

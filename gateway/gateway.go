@@ -90,6 +90,8 @@ type Gateway struct {
 	st  Store
 	hub *hub.Hub
 	log *slog.Logger
+	// elsewhere: pickers open on other replicas (elsewhere.go).
+	elsewhere *elsewhere
 
 	commits *commit.Log
 	toPush  chan *core.Event
@@ -142,7 +144,7 @@ func New(st Store, h *hub.Hub, log *slog.Logger, cfg Config) *Gateway {
 	}
 	cfg.Bounds.defaults()
 	g := &Gateway{
-		cfg: cfg, st: st, hub: h, log: log,
+		cfg: cfg, st: st, hub: h, log: log, elsewhere: newElsewhere(cfg.AskTimeout),
 		pruneNow:  make(chan struct{}, 1),
 		toPush:    make(chan *core.Event, 4096),
 		recovered: make(chan struct{}),
@@ -309,4 +311,13 @@ func (g *Gateway) committed(ev *core.Event) { g.dir.apply(ev) }
 // Remote is committed for a durable event another replica committed
 // (fleet.Config.Remote), called before this replica's devices get it, so
 // a device acting on a change it just heard of is judged by it here too.
-func (g *Gateway) Remote(ev *core.Event) { g.committed(ev) }
+//
+// It is also called with another replica's picker.closed (a relayed
+// frame), so that the pickers open elsewhere are known.
+func (g *Gateway) Remote(ev *core.Event) {
+	g.elsewhere.apply(ev)
+	if ev.Type == core.EvPickerClosed {
+		return
+	}
+	g.committed(ev)
+}

@@ -114,4 +114,7 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 // PickerPending reports whether a picker still waits for an answer.
 // SelectPicker treats an unknown or answered picker as a silent no-op;
 // a dialect that must tell the person the prompt is gone asks this first.
-func (g *Gateway) PickerPending(id string) bool { return g.turns.PickerPending(id) }
+// One open on another replica counts: the answer is forwarded to it.
+func (g *Gateway) PickerPending(id string) bool {
+	return g.turns.PickerPending(id) || g.elsewhere.open(id)
+}

@@ -27,6 +27,18 @@ func (g *Gateway) SelectPicker(ctx context.Context, from Caller, pickerID, value
 	return g.turns.SelectPicker(ctx, from, pickerID, value)
 }
 
+// SelectForwarded applies a picker answer another replica forwarded
+// (turn.Runner.SelectForwarded): a no-op unless the picker is open here.
+func (g *Gateway) SelectForwarded(deviceID, pickerID, value string) {
+	if err := g.turns.SelectForwarded(deviceID, pickerID, value); err != nil {
+		g.log.Debug("a picker answer forwarded by another replica", "picker", pickerID, "err", err)
+	}
+}
+
+// StopForwarded is another replica's word that lk's turn was stopped
+// through it (turn.Runner.StopForwarded).
+func (g *Gateway) StopForwarded(lk core.Lane) { g.turns.StopForwarded(lk) }
+
 // systemMessage posts a message from the gateway itself into a lane,
 // outboxed but kept out of history.
 func (g *Gateway) systemMessage(ctx context.Context, lk core.Lane, text string) {

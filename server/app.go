@@ -194,6 +194,17 @@ func Open(cfg AppConfig) (*App, error) {
 				g.Remote(ev)
 			}
 		}
+		// Picker answers and stops for a turn this replica runs.
+		fc.Command = func(c fleet.Command) {
+			g := a.gw.Load()
+			switch {
+			case g == nil:
+			case c.Stop:
+				g.StopForwarded(c.Lane)
+			default:
+				g.SelectForwarded(c.Device, c.Picker, c.Value)
+			}
+		}
 		if a.Fleet, err = fleet.New(st, a.Hub, fc); err != nil {
 			return fail(err)
 		}
@@ -218,6 +229,9 @@ func Open(cfg AppConfig) (*App, error) {
 	gcfg.SharedStore = cfg.Replica
 	if cfg.Replica {
 		gcfg.Leasing = replicaLeasing(cfg, st)
+		if a.Fleet != nil {
+			gcfg.Leasing.Forward = a.Fleet
+		}
 	}
 	a.GW = gateway.New(st, a.Hub, cfg.Log, gcfg)
 	a.gw.Store(a.GW)

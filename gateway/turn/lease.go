@@ -50,6 +50,20 @@ type Leasing struct {
 	// Sweep is how often the replica looks for lanes with turns and no
 	// live lease (DefaultLeaseSweep).
 	Sweep time.Duration
+	// Forward, when set, carries a device's picker answer or stop to the
+	// replica running the lane's turn at once (the fleet, over NATS); the
+	// stop goes through the lease row as well, the path when NATS is down.
+	Forward Forwarder
+}
+
+// Forwarder carries commands to the other replicas (fleet.Fleet).
+type Forwarder interface {
+	// ForwardPick: deviceID answered pickerID (of lk, zero when unknown),
+	// a picker this replica does not have.
+	ForwardPick(lk core.Lane, deviceID, pickerID, value string)
+	// ForwardStop: lk's turn, which another replica runs, was stopped
+	// through this one (its lease row's stop count is raised already).
+	ForwardStop(lk core.Lane)
 }
 
 // Defaults of Leasing: a replica killed -9 has its lanes taken over
@@ -495,7 +509,25 @@ func (r *Runner) stopElsewhere(lk core.Lane) bool {
 	if err != nil {
 		r.log.Warn("turn: forwarding a stop", "lane", lk.String(), "err", err)
 	}
+	if ok && r.fl.Forward != nil {
+		r.fl.Forward.ForwardStop(lk)
+	}
 	return ok
+}
+
+// StopForwarded is another replica's word that lk was stopped through it:
+// if this replica holds the lane, it renews its leases now, and the
+// renewal reads the stop from the lease row and stops the running turn.
+// The row stays the one authority (a peer's word stops nothing itself,
+// and a stop is applied once whichever path sees it first).
+func (r *Runner) StopForwarded(lk core.Lane) {
+	if r.fl == nil || !r.holds(lk) {
+		return
+	}
+	select {
+	case r.fl.renewNow <- struct{}{}:
+	default:
+	}
 }
 
 // dropQueuedElsewhere forgets the turns of lk queued in the store and not

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +42,14 @@ type answer struct {
 type pickers struct {
 	mu sync.Mutex
 	m  map[string]*picker
+	// closed are the ids of the last pickers closed here, oldest first
+	// (at most maxClosed): an answer to one is stale, not another
+	// replica's to apply.
+	closed []string
 }
+
+// maxClosed bounds pickers.closed.
+const maxClosed = 256
 
 func (ps *pickers) add(pk *picker) {
 	ps.mu.Lock()
@@ -59,8 +67,21 @@ func (ps *pickers) drop(id string) *picker {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	pk := ps.m[id]
-	delete(ps.m, id)
+	if pk != nil {
+		delete(ps.m, id)
+		if len(ps.closed) == maxClosed {
+			ps.closed = append(ps.closed[:0], ps.closed[1:]...)
+		}
+		ps.closed = append(ps.closed, id)
+	}
 	return pk
+}
+
+// wasClosed reports whether picker id was one of the last closed here.
+func (ps *pickers) wasClosed(id string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return slices.Contains(ps.closed, id)
 }
 
 // OpenPicker shows a command's picker p on every device; onSelect runs the
@@ -113,11 +134,43 @@ func (r *Runner) closePicker(id, value string) *picker {
 // carries its request id. An unknown or expired picker is a no-op (nil
 // error, nothing sent): the selection is simply stale. A value that is not
 // one of the picker's choices is refused.
+//
+// A replica's pickers are those of the turns it runs: one it does not
+// know, and has not closed, may be open on the replica holding the lane,
+// which gets the answer through the fleet (Leasing.Forward) and applies
+// it with SelectForwarded.
 func (r *Runner) SelectPicker(ctx context.Context, from hub.Caller, pickerID, value string) error {
+	pk := r.pickers.get(pickerID)
+	if pk == nil {
+		if r.fl != nil && r.fl.Forward != nil && !r.pickers.wasClosed(pickerID) {
+			r.fl.Forward.ForwardPick(core.Lane{}, from.DeviceID(), pickerID, value)
+		}
+		return nil
+	}
+	return r.selectPicker(ctx, from, pk, value)
+}
+
+// SelectForwarded applies an answer another replica forwarded from
+// deviceID: only to a picker open here, through SelectPicker's checks (a
+// value that is none of its choices is dropped, the first answer wins),
+// and never forwarded again. A command's picker (/model…) runs its choice
+// as if from no device: its replies go to the chat.
+func (r *Runner) SelectForwarded(deviceID, pickerID, value string) error {
 	pk := r.pickers.get(pickerID)
 	if pk == nil {
 		return nil
 	}
+	var from hub.Caller
+	if pk.answer != nil && deviceID != "" {
+		// What the turn does with it: name the device in the chat. No
+		// reply address: the request was the other replica's.
+		from.Conn = &hub.Conn{DeviceID: deviceID}
+	}
+	return r.selectPicker(r.ctx, from, pk, value)
+}
+
+func (r *Runner) selectPicker(ctx context.Context, from hub.Caller, pk *picker, value string) error {
+	pickerID := pk.p.ID
 	if !pk.valid(value) {
 		return ErrPickerChoice.New(value)
 	}
