@@ -21,7 +21,6 @@ import (
 	"github.com/irisgate/irisgate/internal/pgtest"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/proto/irisv1"
-	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/postgres"
 )
 
@@ -457,9 +456,17 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 	deadline := time.Now().Add(3 * testgw.Wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
-		h, err := r.st.OutboxHead(ctx)
+		// The queue is read before the outbox: a turn that ends between
+		// the two reads has its reply's end in the outbox read after it.
+		// (Read the other way round, a reply committed after the outbox
+		// was read and before the queue was looked at went missing.)
+		owed, err := r.st.Turns(ctx)
+		var h int64
+		if err == nil {
+			h, err = r.st.OutboxHead(ctx)
+		}
 		asked, stops := 0, map[string]int{}
-		var texts []string
+		var texts, replies []string
 		if err == nil {
 			err = r.st.ScanEvents(ctx, 0, h, func(ev *core.Event) error {
 				switch {
@@ -468,6 +475,7 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 					texts = append(texts, ev.Message.Text)
 				case ev.Type == core.EvMessageStop && ev.Message != nil:
 					stops[ev.Message.ID]++
+					replies = append(replies, ev.Message.Text)
 				}
 				return nil
 			})
@@ -484,13 +492,10 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 		// Done once no turn is owed: each message was answered, but for
 		// at most unanswered: the killed replica's running turn is ended
 		// without a reply when it was cut off before its first words.
-		var owed []store.QueuedTurn
-		if err == nil {
-			owed, err = r.st.Turns(context.Background())
-		}
 		if err == nil && len(owed) == 0 {
 			if asked-len(stops) > unanswered {
-				r.t.Fatalf("%d of %d messages answered, no turn owed: more than %d left unanswered; asked %q", len(stops), asked, unanswered, texts)
+				r.t.Fatalf("%d of %d messages answered, no turn owed: more than %d left unanswered: %q (the echo agent's replies say what they answer)\n%s",
+					len(stops), asked, unanswered, unechoed(texts, replies), r.logs())
 			}
 			return
 		}
@@ -499,6 +504,32 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 		}
 		time.Sleep(50 * time.Millisecond) // the store is polled: no event of the replicas' to wait on
 	}
+}
+
+// unechoed is what of asked no reply repeats.
+func unechoed(asked, replies []string) []string {
+	left := map[string]int{}
+	for _, r := range replies {
+		left[r]++
+	}
+	var out []string
+	for _, a := range asked {
+		if left[a] > 0 {
+			left[a]--
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// logs is what the replicas said on stderr, for a failure's message.
+func (r *fleetRig) logs() string {
+	var b strings.Builder
+	for i, p := range r.procs {
+		fmt.Fprintf(&b, "replica %d:\n%s\n", i, strings.Join(p.stderr.snapshot(), "\n"))
+	}
+	return b.String()
 }
 
 // checkAll: the devices that stayed connected have every frame of want
