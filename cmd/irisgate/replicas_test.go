@@ -155,6 +155,34 @@ type fleetRig struct {
 	st    *postgres.Store // the outbox, read as a replica reads it
 }
 
+// newFleetRig starts a PostgreSQL server and a NATS server of the test's
+// own, the replicas start starts, and waits until they are all on NATS.
+func newFleetRig(t *testing.T, start func(*fleetRig)) *fleetRig {
+	t.Helper()
+	noGateways(t)
+	pg, err := pgtest.Start(pgtest.Fast()...)
+	if err != nil {
+		pgtest.Skip(t, err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
+	defer cancel()
+	_, url, err := pg.CreateDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fleetRig{t: t, pg: pg, url: url, media: t.TempDir()}
+	r.nats = startNATSServer(t, -1)
+	r.port = r.nats.Addr().(*net.TCPAddr).Port
+	start(r)
+	if r.st, err = postgres.Open(ctx, url, postgres.WithoutMigration()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.st.Close() })
+	r.waitNATS("1", r.addrs...)
+	return r
+}
+
 func startNATSServer(t *testing.T, port int) *natsserver.Server {
 	t.Helper()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
@@ -311,29 +339,14 @@ func send(t *testing.T, w *watched, n int, tag string, sent chan<- int) error {
 //     run on the replica holding its lease, and the killed replica's are
 //     taken over once its lease (--lease-ttl 1s) expires.
 func TestThreeReplicas(t *testing.T) {
-	noGateways(t)
-	pg, err := pgtest.Start(pgtest.Fast()...)
-	if err != nil {
-		pgtest.Skip(t, err)
-	}
-	t.Cleanup(func() { pg.Close() })
+	r := newFleetRig(t, func(r *fleetRig) {
+		for i := 0; i < 3; i++ {
+			r.replica(i)
+		}
+	})
+	pg := r.pg
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 	defer cancel()
-	_, url, err := pg.CreateDB(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &fleetRig{t: t, pg: pg, url: url, media: t.TempDir()}
-	r.nats = startNATSServer(t, -1)
-	r.port = r.nats.Addr().(*net.TCPAddr).Port
-	for i := 0; i < 3; i++ {
-		r.replica(i)
-	}
-	if r.st, err = postgres.Open(ctx, url, postgres.WithoutMigration()); err != nil {
-		t.Fatal(err)
-	}
-	defer r.st.Close()
-	r.waitNATS("1", r.addrs...)
 
 	// Two devices on each replica: one sends, one only watches.
 	var senders, watchers []*watched
@@ -586,27 +599,10 @@ func (r *fleetRig) checkAll(want []string, everyone []*watched, moved ...*watche
 // expires the other takes the lane over, the cut-off turn is not run again
 // (its reply ends, stopped) and the queued ones are answered, each once.
 func TestReplicaKilledMidTurnIsTakenOver(t *testing.T) {
-	noGateways(t)
-	pg, err := pgtest.Start(pgtest.Fast()...)
-	if err != nil {
-		pgtest.Skip(t, err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
-	defer cancel()
-	_, url, err := pg.CreateDB(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &fleetRig{t: t, pg: pg, url: url, media: t.TempDir()}
-	r.nats = startNATSServer(t, -1)
-	r.replica(0, "--echo-delay", "2s") // the later flag wins: a turn that lasts
-	r.replica(1)
-	if r.st, err = postgres.Open(ctx, url, postgres.WithoutMigration()); err != nil {
-		t.Fatal(err)
-	}
-	defer r.st.Close()
-	r.waitNATS("1", r.addrs...)
+	r := newFleetRig(t, func(r *fleetRig) {
+		r.replica(0, "--echo-delay", "2s") // the later flag wins: a turn that lasts
+		r.replica(1)
+	})
 	a, b := watch(t, "phone", r.addrs[0]), watch(t, "tablet", r.addrs[1])
 	if err := send(t, a, 1, "slow", nil); err != nil {
 		t.Fatal(err)
