@@ -28,6 +28,7 @@ var lk = core.Lane{ChatID: core.DefaultChatID}
 
 type rig struct {
 	t      *testing.T
+	path   string // the SQLite file
 	st     *store.Store
 	hub    *hub.Hub
 	log    *commit.Log
@@ -121,18 +122,30 @@ func (h *host) Conn(id uint64) *hub.Conn { return h.rig.hub.ByID(id) }
 
 func newRig(t *testing.T, a agent.Agent, opts ...func(*turn.Config)) *rig {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "gw.db"))
+	return newRigOn(t, a, nil, opts...)
+}
+
+// newRigOn is newRig with the commit log writing through wrap(store),
+// which can fail writes as a database that went away would.
+func newRigOn(t *testing.T, a agent.Agent, wrap func(commit.Store) commit.Store, opts ...func(*turn.Config)) *rig {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gw.db")
+	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := hub.New(st, quiet, hub.DefaultLimits)
 	g := &gate{hub: h}
-	log := commit.New(st, g, quiet, commit.Config{})
+	var cs commit.Store = st
+	if wrap != nil {
+		cs = wrap(st)
+	}
+	log := commit.New(cs, g, quiet, commit.Config{})
 	done := make(chan struct{})
 	ran := make(chan struct{})
 	go func() { defer close(ran); log.Run(done) }()
-	rg := &rig{t: t, st: st, hub: h, log: log, gate: g}
+	rg := &rig{t: t, st: st, hub: h, log: log, gate: g, path: path}
 	rg.host = &host{rig: rg}
 	cfg := turn.Config{Agent: a, Workdir: t.TempDir(), AskTimeout: wait}
 	for _, o := range opts {

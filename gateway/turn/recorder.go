@@ -8,6 +8,7 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -31,8 +32,10 @@ type recorder struct {
 	// deletes what the model said and did for it.
 	replyID string
 
-	started    bool  // the reply's bubble exists (message.start)
-	startErr   error // storing it failed: nothing of the reply is saved
+	started bool // the reply's bubble exists (message.start)
+	// saved is the commit of the reply's streaming row, queued at its
+	// start and not waited for (begin says why).
+	saved      *commit.Pending
 	lastSave   time.Time
 	reasoning  strings.Builder
 	model, cwd string
@@ -91,8 +94,28 @@ func (rec *recorder) begin() {
 	rec.t.mu.Lock()
 	rec.t.streamID = id
 	rec.t.mu.Unlock()
-	rec.startErr = rec.r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
-		&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
+	// message.start is never outboxed (spec/DECISIONS.md), so it goes out
+	// now, and the row the stream is saved into is queued behind it
+	// without waiting: the first token reaches the devices without an
+	// fsync in its way (issue 17). Everything that needs the row (the
+	// progress saves, a file's offer, the final save) is queued after it
+	// on the same commit log, which applies writes in the order queued.
+	// A row that could not be stored is made at the end (finish).
+	rec.r.c.Publish(&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
+	p, err := rec.r.c.Enqueue(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) }, nil)
+	if err != nil {
+		p = nil // the log has stopped: finish fails as it will
+	}
+	rec.saved = p
+}
+
+// startErr waits for the reply's streaming row and says whether it was
+// stored.
+func (rec *recorder) startErr() error {
+	if rec.saved == nil {
+		return commit.ErrStopped
+	}
+	return rec.saved.Wait()
 }
 
 // text streams a piece of the reply: an update with the whole text so
@@ -165,13 +188,14 @@ func (rec *recorder) textIsReasoning(fallback string) {
 // cannot be offered is said in the lane.
 func (rec *recorder) file(path string) {
 	rec.begin()
+	startErr := rec.startErr()
 	md, err := rec.r.host.OfferFile(rec.fin, rec.lk, rec.replyID, path)
-	if rec.startErr == nil && err == nil {
+	if startErr == nil && err == nil {
 		rec.files = append(rec.files, md)
 		return
 	}
 	if err == nil {
-		err = rec.startErr
+		err = startErr
 	}
 	rec.r.log.Warn("turn: offering a file", "lane", rec.lk.String(), "path", path, "err", err)
 	why := err.Error()
@@ -230,9 +254,12 @@ func (rec *recorder) Record(m agent.Msg) {
 // one's speech is cancelled), and the audio is listed with the files.
 func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (reply core.Message, ok bool) {
 	spoken, unspoken := rec.speech.end(stopped)
-	if !rec.started || rec.startErr != nil {
+	if !rec.started {
 		return reply, false
 	}
+	// A streaming row that could not be stored (the database was away a
+	// moment) is made now, whole: the reply the devices watched is kept.
+	whole := rec.startErr() != nil
 	rec.files = append(rec.files, spoken...)
 	t := rec.t
 	id, text := t.snapshot()
@@ -254,6 +281,9 @@ func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (
 		t.mu.Lock()
 		t.streamID, t.text = "", ""
 		t.mu.Unlock()
+		if whole {
+			return tx.InsertMessage(m, false)
+		}
 		return tx.FinishMessage(m)
 	}, &core.Event{Type: core.EvMessageStop, Lane: rec.lk, Message: &m})
 	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: deleted while streaming
