@@ -470,6 +470,18 @@ func TestCrashWhileBusy(t *testing.T) {
 		t.Errorf("after the crash and restart the default lane is still busy for a syncing device: the last of agent.busy/agent.idle it got is %q (frames before: %s; after: %s)",
 			lastBusyState(r2.snapshot(), def), summary(all[:len(r1.snapshot())]), summary(r2.snapshot()))
 	}
+	// The turn had not said a word: no stopped reply shows it was cut
+	// off, so the lane says so, and that it is not run again.
+	r2.waitFor(5*time.Second, "a note that the turn was cut off", func(fs []client.Frame) bool {
+		return has(fs, func(f client.Frame) bool {
+			if f.Type != "message" || laneOf(f) != def {
+				return false
+			}
+			var p struct{ Role, Text string }
+			f.Decode(&p)
+			return p.Role == "system" && strings.Contains(p.Text, "cut off before it answered “never answered”")
+		})
+	})
 	_ = p2
 }
 

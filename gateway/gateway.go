@@ -255,7 +255,9 @@ func (g *Gateway) recover(ctx context.Context) error {
 		return err
 	}
 	idle := map[core.Lane]bool{}
+	replied := map[core.Lane]bool{} // lanes whose cut-off reply is kept
 	for _, m := range ms {
+		replied[m.Lane] = true
 		m.Stopped = true
 		ev := &core.Event{Type: core.EvMessageStop, Lane: m.Lane, Message: &m}
 		if err := g.commit(ctx, func(tx store.Tx) error { return tx.FinishMessage(m) }, ev); err != nil {
@@ -274,6 +276,11 @@ func (g *Gateway) recover(ctx context.Context) error {
 			// It ran when the gateway stopped: what it said is kept above;
 			// running it again could repeat its tools' side effects.
 			idle[q.Lane] = true
+			if !replied[q.Lane] && q.CronJob == "" {
+				if m, err := g.st.Message(ctx, q.MessageID); err == nil {
+					g.turns.NoteCutOff(ctx, q.Lane, m.Text) // cut off before its first word
+				}
+			}
 			if err := g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/irisgate/irisgate/agent"
+	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/cron"
 	"github.com/irisgate/irisgate/gateway"
@@ -440,4 +441,40 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return d.GetGauge().GetValue()
 	}
 	return d.GetCounter().GetValue()
+}
+
+// mute is an agent whose turns say nothing until they are stopped.
+type mute struct{}
+
+func (mute) Name() string { return "mute" }
+
+func (mute) Run(ctx context.Context, _ agent.Turn, _ func(agent.Event)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A replica that dies before its turn said a word leaves no stopped reply
+// to show the turn was cut off: the replica taking the lane over says so
+// in the lane, and does not run it again.
+func TestReplicaDiesBeforeItsTurnSpeaks(t *testing.T) {
+	on := testgw.OnPostgres(t)
+	const ttl = time.Second
+	g1 := testgw.Start(t, replica(on, ttl, mute{})...)
+	w := newLaneWatch(0)
+	g2 := testgw.Start(t, replica(on, ttl, w)...)
+	a := g1.Dial(t, "phone")
+	b := g2.Dial(t, "tablet")
+	send(t, a, def, "a question never answered")
+	a.Expect("agent.busy", nil)
+	g1.App.Store.Close()
+	b.Expect("message", func(f client.Frame) bool {
+		return testgw.Str(t, f, "role") == "system" && strings.Contains(testgw.Str(t, f, "text"), "cut off before it answered “a question never answered”")
+	})
+	b.Expect("agent.idle", nil)
+	allTurnsEnded(t, g2.App.Store)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.inputs) != 0 {
+		t.Fatalf("the replica that took over ran %q: the cut-off turn must not run again", w.inputs)
+	}
 }

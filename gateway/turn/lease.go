@@ -314,16 +314,23 @@ func (r *Runner) pendingOf(q store.QueuedTurn) (Pending, error) {
 // again, since its tools' side effects would be done twice.
 func (r *Runner) endCutOff(lk core.Lane, q store.QueuedTurn) {
 	ctx := context.WithoutCancel(r.ctx)
+	replied := false
 	if ms, err := r.fl.Store.Streaming(ctx); err == nil {
 		for _, m := range ms {
 			if m.Lane != lk {
 				continue
 			}
+			replied = true
 			m.Stopped = true
 			if err := r.c.Commit(ctx, func(tx store.Tx) error { return tx.FinishMessage(m) },
 				&core.Event{Type: core.EvMessageStop, Lane: lk, Message: &m}); err != nil {
 				r.log.Error("turn: finishing a reply cut off on another replica", "lane", lk.String(), "err", err)
 			}
+		}
+	}
+	if !replied && q.CronJob == "" {
+		if m, err := r.fl.Store.Message(ctx, q.MessageID); err == nil {
+			r.NoteCutOff(ctx, lk, m.Text)
 		}
 	}
 	if err := r.c.Commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) },

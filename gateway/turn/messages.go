@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
@@ -18,6 +19,25 @@ func (r *Runner) SystemMessage(ctx context.Context, lk core.Lane, text string) {
 	if err := r.c.Commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		r.log.Error("system message", "lane", lk.String(), "err", err)
 	}
+}
+
+// NoteCutOff says in lk that the turn answering input was cut off before
+// its reply began (the gateway or replica running it stopped) and is not
+// run again: without the note the person sees the agent go idle and no
+// answer, and does not know to send it again.
+func (r *Runner) NoteCutOff(ctx context.Context, lk core.Lane, input string) {
+	r.SystemMessage(ctx, lk, "⚠️ The agent was cut off before it answered “"+clip(input, 80)+
+		"”: the gateway running it stopped. It is not run again by itself, since its tools may have done part of it; send it again to retry.")
+}
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }
 
 // Reply posts a message from the gateway into a lane, like SystemMessage,
