@@ -45,7 +45,8 @@ type Store struct {
 	asIs       bool
 	durability Durability
 
-	idx        indexer // the search index's upkeep, off the commit path (index.go)
+	idx        indexer      // the search index's upkeep, off the commit path (index.go)
+	ck         checkpointer // the WAL's checkpoints, off the commit path (checkpoint.go)
 	indexDelay time.Duration
 }
 
@@ -154,7 +155,13 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	// The writer's transactions take the write lock as they begin, so one
 	// that reads first is never refused for a snapshot another process's
 	// commit made stale: it waits (busy_timeout) like any writer.
-	if s.w, err = sql.Open("sqlite", dsn+"&_txlock=immediate"); err != nil {
+	wdsn := dsn + "&_txlock=immediate"
+	if !s.asIs {
+		// The checkpoints run beside the writer (checkpoint.go); a
+		// command acting beside a running gateway keeps SQLite's own.
+		wdsn += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", autoCheckpointPages)
+	}
+	if s.w, err = sql.Open("sqlite", wdsn); err != nil {
 		return nil, err
 	}
 	s.w.SetMaxOpenConns(1)
@@ -184,6 +191,12 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	if upto >= lazyIndexVersion {
 		s.startIndexer()
 	}
+	if !s.asIs {
+		if err := s.startCheckpointer(dsn); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -198,7 +211,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.stmtMu.Unlock()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.stopCheckpointer(), s.r.Close(), s.w.Close())
 }
 
 // sqliteTx is SQLite's write transaction.
@@ -266,6 +279,7 @@ func (s *Store) Write(ctx context.Context, fn func(Tx) error) error {
 // write is Write for the store's own code, which may use what only the
 // SQLite transaction has (its statements, the meta table).
 func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
+	s.finishCheckpoint(ctx)
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -278,8 +292,11 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	}
 	err = tx.Commit()
 	s.prepareWanted(ctx)
-	if err == nil && t.indexes {
-		s.idx.wake()
+	if err == nil {
+		s.ck.committed()
+		if t.indexes {
+			s.idx.wake()
+		}
 	}
 	return err
 }
