@@ -478,3 +478,22 @@ func TestReplicaDiesBeforeItsTurnSpeaks(t *testing.T) {
 		t.Fatalf("the replica that took over ran %q: the cut-off turn must not run again", w.inputs)
 	}
 }
+
+// /status through a replica that does not run the lane says what the
+// holder runs: the store's queue, not this replica's empty memory.
+func TestStatusThroughAnotherReplica(t *testing.T) {
+	on := testgw.OnPostgres(t)
+	held := &gate{release: make(chan struct{})}
+	g1 := testgw.Start(t, replica(on, 10*time.Second, held)...)
+	g2 := testgw.Start(t, replica(on, 10*time.Second, held)...)
+	a := g1.Dial(t, "phone")
+	b := g2.Dial(t, "tablet")
+	send(t, a, def, "long task")
+	a.Expect("message.update", nil)
+	send(t, a, def, "next task")
+	send(t, b, def, "/status")
+	b.Expect("message", func(f client.Frame) bool {
+		return testgw.Str(t, f, "role") == "system" && strings.Contains(testgw.Str(t, f, "text"), "Turn running: true, queued: 1")
+	})
+	close(held.release)
+}
