@@ -233,3 +233,53 @@ func TestHistoryCachePageLimits(t *testing.T) {
 		t.Errorf("the whole lane, asked for more than it has: %v, more %v, ok %v", ids(got), more, ok)
 	}
 }
+
+// Readers filling the cache meanwhile, every write is seen by the next
+// read once Write has returned: what publication after commit relies on.
+func TestHistoryCacheReadsEachWriteWhileOthersRead(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, _, err := s.History(ctx, hcLane, "", 3); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for i := range 150 {
+		id := fmt.Sprintf("msg_%03d", i)
+		hcWrite(t, s, func(tx Tx) error { return tx.InsertMessage(hcMsg(hcLane, id, "new"), true) })
+		if ms, _, err := s.History(ctx, hcLane, "", 3); err != nil || len(ms) == 0 || ms[len(ms)-1].ID != id {
+			t.Fatalf("after inserting %s: %v, %v", id, ids(ms), err)
+		}
+		hcWrite(t, s, func(tx Tx) error { return tx.SaveProgress(id, "progress", "") })
+		if ms, _, err := s.History(ctx, hcLane, "", 3); err != nil || ms[len(ms)-1].Text != "progress" {
+			t.Fatalf("after SaveProgress of %s: %v, %v", id, ids(ms), err)
+		}
+		if i%3 == 0 {
+			hcWrite(t, s, func(tx Tx) error { return tx.DeleteMessages(hcLane, []string{id}) })
+			if ms, _, err := s.History(ctx, hcLane, "", 3); err != nil || (len(ms) > 0 && ms[len(ms)-1].ID == id) {
+				t.Fatalf("after deleting %s: %v, %v", id, ids(ms), err)
+			}
+		}
+	}
+}
