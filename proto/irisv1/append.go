@@ -1,6 +1,7 @@
 package irisv1
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -87,6 +88,22 @@ func appendMessage(dst []byte, m *Message) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// plain8 says whether the 8 bytes of s are all plain: none with the top
+// bit, none below 0x20, none of " \\ < > &. It may say no of plain bytes
+// (appendText then looks at them one by one), never yes of others: the
+// lowest byte below 0x20 borrows and sets its top bit, and the lowest
+// zero byte of y is always found.
+func plain8(s string) bool {
+	x := binary.LittleEndian.Uint64([]byte(s))
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	bad := (x | (x - ones*0x20)) & highs // a top bit, or a byte below 0x20
+	for _, c := range [...]uint64{'"', '\\', '<', '>', '&'} {
+		y := x ^ (ones * c)
+		bad |= (y - ones) &^ y & highs // a zero byte: c was there
+	}
+	return bad == 0
+}
+
 // plain are the ASCII bytes a JSON string holds as they are.
 var plain = func() (t [utf8.RuneSelf]bool) {
 	for b := 0x20; b < utf8.RuneSelf; b++ {
@@ -103,6 +120,13 @@ func appendText(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight plain bytes at a time: most of a text is.
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if plain[b] {
