@@ -283,3 +283,41 @@ func TestHistoryCacheReadsEachWriteWhileOthersRead(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHistory is a page of ten of a lane's twelve messages, read from
+// the database (historyQuery, what History did before the cache) and
+// through History, answered from memory after the first read.
+//
+//	go test -run x -bench 'History$' -count 6 ./store
+func BenchmarkHistory(b *testing.B) {
+	s, err := Open(b.TempDir() + "/b.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Write(ctx, func(tx Tx) error {
+		for i := range 12 {
+			m := core.Message{ID: fmt.Sprintf("msg_%02d", i), Lane: hcLane, Role: core.RoleUser, Text: fmt.Sprintf("pub %d %0120d", i, 0), TS: int64(i)}
+			if err := tx.InsertMessage(m, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for name, read := range map[string]func() ([]core.Message, bool, error){
+		"query":  func() ([]core.Message, bool, error) { return s.historyQuery(ctx, hcLane, "", 10) },
+		"cached": func() ([]core.Message, bool, error) { return s.History(ctx, hcLane, "", 10) },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ms, _, err := read(); err != nil || len(ms) != 10 {
+					b.Fatalf("%d messages, %v", len(ms), err)
+				}
+			}
+		})
+	}
+}
