@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/irisgate/irisgate/core"
@@ -34,12 +35,14 @@ func (t *sqliteTx) InsertMessage(m core.Message, streaming bool) error {
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
 	t.indexes = t.indexes || state != stateStreaming
+	t.hist.lane(m.Lane)
 	return err
 }
 
 // SaveProgress records the text so far of a streaming reply, so a crash
 // loses at most what was streamed since the last call.
 func (t *sqliteTx) SaveProgress(id, text, reasoning string) error {
+	t.hist.id(id)
 	_, err := t.exec(`UPDATE messages SET text = ?, reasoning = ? WHERE id = ? AND state = ?`, text, reasoning, id, stateStreaming)
 	return err
 }
@@ -54,6 +57,7 @@ func (t *sqliteTx) FinishMessage(m core.Message) error {
 	if m.Stopped {
 		state = stateStopped
 	}
+	t.hist.id(m.ID)
 	res, err := t.exec(`UPDATE messages SET text=?, reasoning=?, media=?, model=?, tokens=?, runtime=?, state=? WHERE id = ?`,
 		m.Text, m.Reasoning, media, m.Model, m.Tokens, runtime, state, m.ID)
 	if err != nil {
@@ -75,6 +79,7 @@ func (t *sqliteTx) DeleteMessages(lane core.Lane, ids []string) error {
 	}
 	// Only ids of this lane: a device may not delete elsewhere by naming
 	// another lane's ids.
+	t.hist.lane(lane)
 	in, args := inList(ids)
 	args = append(args, lane.ChatID, lane.ThreadID)
 	const inLane = ` AND chat_id = ? AND thread_id = ?`
@@ -111,7 +116,24 @@ func (s *Store) Message(ctx context.Context, id string) (core.Message, error) {
 
 // History returns up to limit messages of a lane older than beforeID (the
 // newest when beforeID is empty), oldest first, and whether older ones exist.
+// The newest page of a lane read lately comes from memory (histcache.go).
 func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
+	if beforeID != "" || limit <= 0 || limit > histMaxLimit {
+		return s.historyQuery(ctx, lane, beforeID, limit)
+	}
+	if ms, more, ok := s.hist.get(lane, limit); ok {
+		return ms, more, nil
+	}
+	gen := s.hist.begin()
+	ms, more, err := s.historyQuery(ctx, lane, "", limit)
+	if err == nil {
+		s.hist.put(gen, lane, ms, more)
+	}
+	return ms, more, err
+}
+
+// historyQuery is History read from the database.
+func (s *Store) historyQuery(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
 	before := int64(1 << 62)
 	if beforeID != "" {
 		err := s.queryRow(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
@@ -132,9 +154,7 @@ func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, li
 	if more {
 		ms = ms[:limit]
 	}
-	for i, j := 0, len(ms)-1; i < j; i, j = i+1, j-1 {
-		ms[i], ms[j] = ms[j], ms[i]
-	}
+	slices.Reverse(ms)
 	return ms, more, nil
 }
 

@@ -311,6 +311,7 @@ func (s *Store) SearchIndexBytes(ctx context.Context) (int64, error) {
 func (s *Store) ImportMessages(ctx context.Context, next func() (core.Message, bool)) (int, error) {
 	n := 0
 	err := s.write(ctx, func(tx *sqliteTx) error {
+		tx.hist.everything()
 		st, err := tx.tx.Prepare(`INSERT INTO messages (id, chat_id, thread_id, role, text, ts) VALUES (?,?,?,?,?,?)`)
 		if err != nil {
 			return err

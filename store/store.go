@@ -48,6 +48,8 @@ type Store struct {
 	idx        indexer      // the search index's upkeep, off the commit path (index.go)
 	ck         checkpointer // the WAL's checkpoints, off the commit path (checkpoint.go)
 	indexDelay time.Duration
+
+	hist *histCache // lanes' newest history pages (histcache.go)
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -137,7 +139,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 
 // openAt opens the database and migrates it up to version upto.
 func openAt(path string, upto int, opts ...Option) (*Store, error) {
-	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}, indexDelay: defaultIndexDelay}
+	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}, indexDelay: defaultIndexDelay,
+		hist: newHistCache()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -221,6 +224,9 @@ type sqliteTx struct {
 	// indexes: the transaction wrote messages the search index is to
 	// take in, so the indexer is woken once it commits.
 	indexes bool
+	// hist: what it may have changed of history, whose cached pages go
+	// when it ends.
+	hist histTouch
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
@@ -285,6 +291,9 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 		return err
 	}
 	t := &sqliteTx{tx: tx, s: s}
+	// Deferred: the pages go even if fn panics, and only once the
+	// transaction has ended, so no reader caches its old state after.
+	defer s.hist.invalidate(&t.hist)
 	if err := fn(t); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)

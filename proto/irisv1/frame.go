@@ -14,7 +14,19 @@ import (
 // written by hand. An empty payload is written as null, as json.Marshal
 // writes a nil json.RawMessage. env.Payload is not used.
 func AppendFrame(dst []byte, env Envelope, payload []byte) []byte {
-	dst = slices.Grow(dst, len(payload)+96)
+	dst = AppendEnvelope(slices.Grow(dst, len(payload)+96), env)
+	if len(payload) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, payload...)
+	}
+	return append(dst, '}')
+}
+
+// AppendEnvelope appends what AppendFrame writes before the payload: the
+// frame is that, the payload's JSON, and '}'. A payload encoded straight
+// after it (AppendHistory) is not copied.
+func AppendEnvelope(dst []byte, env Envelope) []byte {
 	dst = append(dst, `{"v":`...)
 	dst = strconv.AppendInt(dst, int64(env.V), 10)
 	if env.ID != 0 {
@@ -35,13 +47,7 @@ func AppendFrame(dst []byte, env Envelope, payload []byte) []byte {
 		dst = append(dst, `,"cursor":`...)
 		dst = strconv.AppendInt(dst, env.Cursor, 10)
 	}
-	dst = append(dst, payloadKey...)
-	if len(payload) == 0 {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, payload...)
-	}
-	return append(dst, '}')
+	return append(dst, payloadKey...)
 }
 
 // Marshal renders env with payload p, encoded with encoding/json.

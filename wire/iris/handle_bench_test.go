@@ -3,18 +3,23 @@ package iris
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
 )
 
 // BenchmarkHandle is the dialect's share of one request: Session.Handle
 // decoding the envelope and the payload, choosing the handler and queueing
 // the answer, on a real session (gateway, SQLite store, hub). The requests
 // are ones the gateway answers without a store write, so what is measured
-// is the request path of this package, not SQLite.
+// is the request path of this package, not SQLite (history-10 reads the
+// store's cached page of the lane).
 //
 //	go test -run x -bench Handle -count 6 ./wire/iris
 func BenchmarkHandle(b *testing.B) {
@@ -39,7 +44,22 @@ func BenchmarkHandle(b *testing.B) {
 		buf, _ = conn.Take(dctx, buf[:0])
 	}
 	drain()
+	// Twelve messages in the default lane, as irisgate bench's round
+	// trips have: history-10 reads the newest ten.
+	if err := env.st.Write(ctx, func(tx store.Tx) error {
+		for i := range 12 {
+			m := core.Message{ID: fmt.Sprintf("msg_bench_%02d", i), Lane: core.Lane{ChatID: core.DefaultChatID},
+				Role: core.RoleUser, Text: strings.Repeat("pub ", 30), TS: int64(1733050000000 + i)}
+			if err := tx.InsertMessage(m, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct{ name, frame string }{
+		{"history-10", `{"v":1,"id":7,"type":"history","payload":{"limit":10}}`},
 		{"ping", `{"v":1,"id":7,"type":"ping","payload":{"ts":1733050000000}}`},
 		{"commands.complete", `{"v":1,"id":7,"type":"commands.complete","payload":{"prefix":"/mo"}}`},
 		{"channel.icon-refused", `{"v":1,"id":7,"type":"channel.icon","chat_id":"default","payload":{"icon":5,"color":"#ff0000"}}`},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
@@ -104,7 +105,19 @@ func (s *Session) history(ctx context.Context, r *irisv1.Request, p *irisv1.Hist
 	if len(ms) > 0 {
 		h.OldestMessageID = ms[0].ID
 	}
-	s.reply(r.ID, irisv1.TypeHistory, lane, h)
+	// Encoded straight into the frame, sized from the texts; json.Marshal
+	// answers a page AppendHistory refuses (and says why).
+	env := irisv1.Envelope{V: Version, ID: r.ID, Type: irisv1.TypeHistory, ChatID: lane.ChatID, ThreadID: lane.ThreadID}
+	size := 160
+	for i := range ms {
+		size += 128 + len(ms[i].ID) + len(ms[i].Text) + len(ms[i].Reasoning)
+	}
+	frame, err := irisv1.AppendHistory(irisv1.AppendEnvelope(make([]byte, 0, size), env), &h)
+	if err != nil {
+		s.reply(r.ID, irisv1.TypeHistory, lane, h)
+		return nil
+	}
+	s.conn.Send(hub.Out{Data: append(frame, '}')})
 	return nil
 }
 
