@@ -45,6 +45,10 @@ type Config struct {
 	// Subject prefixes the subjects the fleet uses (DefaultSubject): one
 	// per fleet sharing a NATS server.
 	Subject string
+	// Key signs the fleet's messages (seal.go), at least KeySize bytes,
+	// the same on every replica: the database's (postgres.Store.FleetKey).
+	// Required: a message signed with another key is refused.
+	Key []byte
 	// Name is the connection's name in NATS's monitoring.
 	Name string
 	// Hold is how long a remote frame past a gap waits for the gap's own
@@ -75,6 +79,7 @@ type Fleet struct {
 	origin string
 	frames string // subject of cursors and transient frames
 	pres   string // subject of presence
+	seal   *sealer
 	seq    *sequencer
 	peers  *peers
 	met    *metrics
@@ -89,9 +94,10 @@ type Fleet struct {
 	stop      chan struct{} // closed by Close: the sender drains and ends
 	senderEnd chan struct{}
 	closeOnce sync.Once
-	summary   atomic.Bool // send a summary soon (a query, lost changes)
-	gen       uint64      // of the summaries sent, owned by run
-	lastSent  time.Time   // of the last summary, owned by run
+	summary   atomic.Bool  // send a summary soon (a query, lost changes)
+	warned    atomic.Int64 // when refusals were last logged (Unix ns)
+	gen       uint64       // of the summaries sent, owned by run
+	lastSent  time.Time    // of the last summary, owned by run
 }
 
 // New connects to NATS and links h to the fleet: from now on the hub's
@@ -119,9 +125,13 @@ func New(st Store, h *hub.Hub, cfg Config) (*Fleet, error) {
 	if !validSubject(cfg.Subject) {
 		return nil, fmt.Errorf("fleet: subject %q: letters, digits, - and _ only", cfg.Subject)
 	}
+	if len(cfg.Key) < KeySize {
+		return nil, fmt.Errorf("fleet: a key of at least %d bytes is required to sign the fleet's messages, got %d (the database's fleet key)", KeySize, len(cfg.Key))
+	}
+	frames, pres := cfg.Subject+".frames", cfg.Subject+".presence"
 	f := &Fleet{
 		cfg: cfg, hub: h, origin: newOrigin(),
-		frames: cfg.Subject + ".frames", pres: cfg.Subject + ".presence",
+		frames: frames, pres: pres, seal: newSealer(cfg.Key, frames, pres),
 		peers:   newPeers(3*cfg.PresenceEvery, time.Now),
 		log:     cfg.Log.With("fleet", cfg.Subject),
 		kick:    make(chan struct{}, 1),
@@ -248,10 +258,13 @@ func (f *Fleet) Publish(ev *core.Event) {
 
 func (f *Fleet) sendCursor(c int64) { f.publish(f.frames, kindCursor, f.cursorMessage(c)) }
 
-// cursorMessage is the commonest message, made without reflection.
+// cursorMessage is the commonest message, made without reflection, with
+// room for its signature.
 func (f *Fleet) cursorMessage(c int64) []byte {
-	b := make([]byte, 0, 48+len(f.origin))
-	b = append(b, `{"v":1,"o":"`...)
+	b := make([]byte, 0, 48+len(f.origin)+trailer)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, WireVersion, 10)
+	b = append(b, `,"o":"`...)
 	b = append(b, f.origin...)
 	b = append(b, `","k":"c","c":`...)
 	b = strconv.AppendInt(b, c, 10)
@@ -312,7 +325,8 @@ func (f *Fleet) send1(m outMsg) {
 	if nc == nil {
 		return // New failed before connecting: nothing to send on
 	}
-	if err := nc.Publish(m.subj, m.b); err != nil {
+	// Signed here, as it leaves: off the commit path, and dated when sent.
+	if err := nc.Publish(m.subj, f.seal.seal(m.subj, m.b, time.Now())); err != nil {
 		// Disconnected past the reconnect buffer, or closed: the peers
 		// heal from the store at the next cursor or heartbeat.
 		f.met.publishErrors.Inc()
@@ -323,10 +337,14 @@ func (f *Fleet) send1(m outMsg) {
 
 // receive takes a peer's message (on NATS's goroutine for the subject).
 func (f *Fleet) receive(msg *nats.Msg) {
-	m, err := decode(msg.Data)
+	body, err := f.seal.open(msg.Subject, msg.Data, time.Now())
 	if err != nil {
-		f.met.invalid.Inc()
-		f.log.Debug("fleet message refused", "err", err)
+		f.refused(err)
+		return
+	}
+	m, err := decode(body)
+	if err != nil {
+		f.refused(err)
 		return
 	}
 	if m.Origin == f.origin {
@@ -339,7 +357,7 @@ func (f *Fleet) receive(msg *nats.Msg) {
 	case kindTransient:
 		ev, err := m.event()
 		if err != nil {
-			f.met.invalid.Inc()
+			f.refused(err)
 			return
 		}
 		if ev.Type == core.EvPickerClosed && f.cfg.Remote != nil {
@@ -360,6 +378,32 @@ func (f *Fleet) receive(msg *nats.Msg) {
 		return
 	}
 	f.poke()
+}
+
+// refused counts a message refused, by reason. Unsigned and stale ones
+// are also logged, at most once a minute: a stranger on the subject, a
+// replica with another key (another database) or another version, or
+// replicas' clocks apart.
+func (f *Fleet) refused(err error) {
+	reason := "malformed"
+	switch err {
+	case errTooLarge:
+		reason = "too_large"
+	case errVersion:
+		reason = "version"
+	case errBadTag:
+		reason = "bad_tag"
+	case errStale:
+		reason = "stale"
+	}
+	f.met.invalid.WithLabelValues(reason).Inc()
+	if now := time.Now().UnixNano(); reason != "malformed" && reason != "too_large" {
+		if last := f.warned.Load(); now-last >= int64(time.Minute) && f.warned.CompareAndSwap(last, now) {
+			f.log.Warn("fleet messages refused (irisgate_fleet_invalid_total counts them)", "reason", reason, "err", err)
+			return
+		}
+	}
+	f.log.Debug("fleet message refused", "reason", reason, "err", err)
 }
 
 // Elsewhere reports whether another replica has deviceID connected (the

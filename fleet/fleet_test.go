@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -65,10 +66,17 @@ type replica struct {
 	done  chan struct{}
 }
 
-func newReplica(t *testing.T, st Store, url string) *replica {
+// testKey is the fleet key of the tests' replicas.
+var testKey = bytes.Repeat([]byte{0x5a}, KeySize)
+
+func newReplica(t *testing.T, st Store, url string, opts ...func(*Config)) *replica {
 	t.Helper()
 	h := hub.New(proofs{}, nil, hub.DefaultLimits)
-	f, err := New(st, h, Config{URL: url, Hold: 50 * time.Millisecond, PresenceEvery: 200 * time.Millisecond})
+	cfg := Config{URL: url, Key: testKey, Hold: 50 * time.Millisecond, PresenceEvery: 200 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f, err := New(st, h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 type metrics struct {
 	sent, received *prometheus.CounterVec
 	dropped        *prometheus.CounterVec
-	invalid        prometheus.Counter
+	invalid        *prometheus.CounterVec
 	publishErrors  prometheus.Counter
 	reads, read    prometheus.Counter
 	gaps, holds    prometheus.Counter
@@ -35,7 +35,9 @@ func newMetrics(reg prometheus.Registerer, f *Fleet) *metrics {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_fleet_dropped_total",
 			Help: "What the fleet gave up, by reason: transient frames (too_large, held_full, held_expired), cursors beyond the store's head (beyond_head), NATS's slow_consumer, a gap the store could not fill (gap_unread), messages not sent because NATS took none for a while (send_queue_full). Devices heal durable frames by sync."},
 			[]string{"reason"}),
-		invalid:       counter("invalid_total", "Messages refused: malformed, out of bounds, of another version."),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "irisgate_fleet_invalid_total",
+			Help: "Messages refused, by reason: bad_tag (not signed with this fleet's key, or altered), stale (dated more than MaxSkew from this replica's clock), version (another wire version), too_large, malformed (out of bounds)."},
+			[]string{"reason"}),
 		publishErrors: counter("publish_errors_total", "Messages that could not be published (NATS away past its reconnect buffer)."),
 		reads:         counter("store_reads_total", "Reads of the outbox for frames other replicas committed."),
 		read:          counter("frames_read_total", "Durable frames of other replicas read from the store and delivered here."),

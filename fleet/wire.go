@@ -13,16 +13,17 @@ import (
 // WireVersion is the version of the messages replicas exchange. A message
 // of another version is dropped (and counted): replicas of one fleet run
 // one release, and a mixed fleet during an upgrade still converges through
-// the store.
-const WireVersion = 1
+// the store. 2: messages are signed (seal.go).
+const WireVersion = 2
 
 // Bounds of one message, checked before it is decoded: a NATS server is a
 // network peer like any other, and whoever can publish on the fleet's
 // subjects can send anything.
 const (
-	// MaxMessage is the largest message sent or accepted (NATS's default
-	// max_payload is 1 MiB; a transient frame larger than this is not
-	// relayed: the durable frame that ends it carries the whole text).
+	// MaxMessage is the largest message sent or accepted, signature
+	// included (NATS's default max_payload is 1 MiB; a transient frame
+	// larger than this is not relayed: the durable frame that ends it
+	// carries the whole text).
 	MaxMessage = 512 << 10
 	// MaxIDs bounds the device ids of one presence message; a summary of
 	// more devices is sent in parts.
@@ -120,14 +121,15 @@ func encode(m *message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxMessage {
+	if len(b) > MaxMessage-trailer {
 		return nil, errTooLarge
 	}
 	return b, nil
 }
 
-// decode parses and checks a message from a peer. Fields a kind does not
-// use are ignored, unknown fields too (additive within a version).
+// decode parses and checks the body of a message from a peer, once its
+// signature is checked (sealer.open). Fields a kind does not use are
+// ignored, unknown fields too (additive within a version).
 func decode(b []byte) (*message, error) {
 	if len(b) > MaxMessage {
 		return nil, errTooLarge

@@ -58,7 +58,8 @@ type AppConfig struct {
 	// in step with the others through that NATS server (package fleet):
 	// Replica is implied.
 	NATS string
-	// Fleet tunes the link to the other replicas; its URL is NATS.
+	// Fleet tunes the link to the other replicas; its URL is NATS, its
+	// Key the database's (postgres.Store.FleetKey).
 	Fleet fleet.Config
 
 	// Config is the gateway's (the agent, outbox retention, …). Open sets
@@ -187,6 +188,10 @@ func Open(cfg AppConfig) (*App, error) {
 	if cfg.NATS != "" {
 		fc := cfg.Fleet
 		fc.URL, fc.Metrics, fc.Log = cfg.NATS, reg, cfg.Log
+		// The replicas sign their messages with the database's key.
+		if fc.Key, err = fleetKey(st); err != nil {
+			return fail(err)
+		}
 		// Another replica's channel changes reach the directory the
 		// gateway holds (made below: until then it holds none).
 		fc.Remote = func(ev *core.Event) {

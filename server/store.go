@@ -89,6 +89,19 @@ func replicaLeasing(cfg AppConfig, st Store) *turn.Leasing {
 		TTL: cfg.LeaseTTL, Sweep: cfg.LeaseSweep}
 }
 
+// fleetKey is the key the replicas sign their NATS messages with: the
+// database's, which every replica of it reads (replicas are refused on
+// SQLite: Open).
+func fleetKey(st Store) ([]byte, error) {
+	ps, ok := st.(*postgres.Store)
+	if !ok {
+		return nil, errReplicaNeedsPostgres
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return ps.FleetKey(ctx)
+}
+
 // errReplicaNeedsPostgres refuses replicas on SQLite: its file belongs
 // to one process of one machine.
 var errReplicaNeedsPostgres = errors.New("replicas share a PostgreSQL database (--store postgres://…): a SQLite file serves one gateway")
