@@ -36,6 +36,8 @@ type recorder struct {
 	// saved is the commit of the reply's streaming row, queued at its
 	// start and not waited for (begin says why).
 	saved      *commit.Pending
+	waited     bool  // saved was waited for,
+	savedErr   error // with this outcome
 	lastSave   time.Time
 	reasoning  strings.Builder
 	model, cwd string
@@ -112,10 +114,14 @@ func (rec *recorder) begin() {
 // startErr waits for the reply's streaming row and says whether it was
 // stored.
 func (rec *recorder) startErr() error {
-	if rec.saved == nil {
-		return commit.ErrStopped
+	if !rec.waited {
+		// A Pending answers one Wait: the outcome is kept for the next.
+		rec.waited, rec.savedErr = true, commit.ErrStopped
+		if rec.saved != nil {
+			rec.savedErr = rec.saved.Wait()
+		}
 	}
-	return rec.saved.Wait()
+	return rec.savedErr
 }
 
 // text streams a piece of the reply: an update with the whole text so

@@ -120,3 +120,19 @@ func holdSQLite(t *testing.T, rg *rig) (release func()) {
 	t.Cleanup(release)
 	return release
 }
+
+// A reply that streams text and then a file waits for its row twice (the
+// file's offer, then the end): both get the row's outcome.
+func TestReplyWithTextThenAFileEnds(t *testing.T) {
+	a := &script{fn: func(ctx context.Context, t agent.Turn, emit func(agent.Event)) error {
+		emit(agent.Event{Kind: agent.Text, Text: "here is the chart"})
+		emit(agent.Event{Kind: agent.File, Path: "/nonexistent/chart.png"})
+		return nil
+	}}
+	rg := newRig(t, a)
+	d := rg.join("phone")
+	rg.send("chart please", d)
+	if stop := d.next(is(core.EvMessageStop)); stop.Message.Text != "here is the chart" {
+		t.Fatalf("message.stop %+v", stop.Message)
+	}
+}
