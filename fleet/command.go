@@ -18,8 +18,9 @@ import (
 
 // Commands.
 const (
-	opPick = "pick"
-	opStop = "stop"
+	opPick    = "pick"
+	opStop    = "stop"
+	opStarted = "started" // the sender's replica sends the read.receipt
 )
 
 // Bounds of a command's fields: a picker's free answer is a message's
@@ -39,6 +40,10 @@ type Command struct {
 	Value  string
 	// Device answered (the reply names it); "" when unknown.
 	Device string
+	// Started: the replica running Lane began the turn of message
+	// MessageID; the replica it was sent through sends the receipt.
+	Started   bool
+	MessageID string
 }
 
 func (c *command) check() error {
@@ -47,18 +52,22 @@ func (c *command) check() error {
 	}
 	// A stop names its lane; an answer may not know its picker's.
 	hasLane := c.Chat != "" || c.Thread != ""
-	if (hasLane || c.Op == opStop) && (!validID(c.Chat) || (c.Thread != "" && !validID(c.Thread))) {
+	if (hasLane || c.Op == opStop || c.Op == opStarted) && (!validID(c.Chat) || (c.Thread != "" && !validID(c.Thread))) {
 		return errors.New("fleet: bad lane in a command")
 	}
 	switch c.Op {
 	case opPick:
-		if !validID(c.Picker) || len(c.Value) > maxValue || !utf8.ValidString(c.Value) ||
+		if c.Msg != "" || !validID(c.Picker) || len(c.Value) > maxValue || !utf8.ValidString(c.Value) ||
 			(c.Device != "" && !validDevice(c.Device)) {
 			return errors.New("fleet: bad picker answer")
 		}
 	case opStop:
-		if c.Picker != "" || c.Value != "" || c.Device != "" {
+		if c.Picker != "" || c.Value != "" || c.Device != "" || c.Msg != "" {
 			return errors.New("fleet: a stop with a picker's fields")
+		}
+	case opStarted:
+		if !validID(c.Msg) || c.Picker != "" || c.Value != "" || c.Device != "" {
+			return errors.New("fleet: bad turn start")
 		}
 	default:
 		return errors.New("fleet: unknown command")
@@ -86,6 +95,14 @@ func (f *Fleet) ForwardStop(lk core.Lane) {
 	f.sendCommand(&command{Op: opStop, Chat: lk.ChatID, Thread: lk.ThreadID})
 }
 
+// ForwardStarted tells the replicas that this one began the turn of
+// messageID in lk: the replica it was sent through sends its sender the
+// read.receipt. Lost on the way, the receipt is not sent (the reply
+// still comes).
+func (f *Fleet) ForwardStarted(lk core.Lane, messageID string) {
+	f.sendCommand(&command{Op: opStarted, Chat: lk.ChatID, Thread: lk.ThreadID, Msg: messageID})
+}
+
 func (f *Fleet) sendCommand(c *command) {
 	if err := c.check(); err != nil {
 		f.met.dropped.WithLabelValues("bad_command").Inc()
@@ -100,6 +117,6 @@ func (f *Fleet) command(c *command) {
 	if f.cfg.Command == nil {
 		return
 	}
-	f.cfg.Command(Command{Stop: c.Op == opStop, Lane: core.Lane{ChatID: c.Chat, ThreadID: c.Thread},
-		Picker: c.Picker, Value: c.Value, Device: c.Device})
+	f.cfg.Command(Command{Stop: c.Op == opStop, Started: c.Op == opStarted, Lane: core.Lane{ChatID: c.Chat, ThreadID: c.Thread},
+		Picker: c.Picker, Value: c.Value, Device: c.Device, MessageID: c.Msg})
 }

@@ -85,6 +85,7 @@ type command struct {
 	Picker string `json:"picker,omitempty"`
 	Value  string `json:"value,omitempty"`
 	Device string `json:"device,omitempty"` // who answered (the reply names them)
+	Msg    string `json:"msg,omitempty"`    // opStarted: the message whose turn began
 }
 
 type pickerClosed struct {

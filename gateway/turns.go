@@ -39,6 +39,13 @@ func (g *Gateway) SelectForwarded(deviceID, pickerID, value string) {
 // through it (turn.Runner.StopForwarded).
 func (g *Gateway) StopForwarded(lk core.Lane) { g.turns.StopForwarded(lk) }
 
+// StartedForwarded is another replica's word that it began the turn of
+// messageID in lk (fleet.Command.Started): the device that sent it here
+// gets its read.receipt.
+func (g *Gateway) StartedForwarded(lk core.Lane, messageID string) {
+	g.turns.StartedElsewhere(lk, messageID)
+}
+
 // systemMessage posts a message from the gateway itself into a lane,
 // outboxed but kept out of history.
 func (g *Gateway) systemMessage(ctx context.Context, lk core.Lane, text string) {

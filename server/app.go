@@ -206,6 +206,8 @@ func Open(cfg AppConfig) (*App, error) {
 			case g == nil:
 			case c.Stop:
 				g.StopForwarded(c.Lane)
+			case c.Started:
+				g.StartedForwarded(c.Lane, c.MessageID)
 			default:
 				g.SelectForwarded(c.Device, c.Picker, c.Value)
 			}

@@ -139,3 +139,24 @@ func TestStopThroughAnotherReplicaOverNATS(t *testing.T) {
 		t.Fatalf("replies %q (stopped %v): want the one reply, stopped", texts, stopped)
 	}
 }
+
+// A message sent through B while A runs the lane is answered on A; its
+// sender on B gets the read.receipt when A takes it up (A says so over
+// NATS), as it would from a lone gateway.
+func TestReadReceiptThroughAnotherReplica(t *testing.T) {
+	held := &gate{release: make(chan struct{})}
+	rep := fleetReplica(t, held)
+	a, b := testgw.Start(t, rep), testgw.Start(t, rep)
+	phone, tablet := a.Dial(t, "phone"), b.Dial(t, "tablet")
+	send(t, phone, def, "first")
+	tablet.Expect("message.update", nil) // the turn runs, on A
+	echo := tablet.MustDo("message.send", def, map[string]any{"text": "second"})
+	id := testgw.Str(t, echo, "message_id")
+	held.release <- struct{}{} // "first" ends; A takes "second" up
+	tablet.Expect("read.receipt", func(f client.Frame) bool { return testgw.Str(t, f, "message_id") == id })
+	held.release <- struct{}{}
+	for _, d := range []*testgw.Device{phone, tablet} {
+		d.Expect("message.stop", func(f client.Frame) bool { return testgw.Str(t, f, "final_text") == "on second" })
+	}
+	allTurnsEnded(t, a.App.Store)
+}

@@ -64,6 +64,9 @@ type Forwarder interface {
 	// ForwardStop: lk's turn, which another replica runs, was stopped
 	// through this one (its lease row's stop count is raised already).
 	ForwardStop(lk core.Lane)
+	// ForwardStarted: this replica began the turn of messageID, sent
+	// through another (which sends its sender the read.receipt).
+	ForwardStarted(lk core.Lane, messageID string)
 }
 
 // Defaults of Leasing: a replica killed -9 has its lanes taken over
@@ -81,13 +84,16 @@ const orphansPerSweep = 64
 type fleet struct {
 	Leasing
 	renewNow chan struct{} // Poke: look at the leases now
+	// awaited are the senders of turns queued here, until the turn
+	// begins (receipts.go); under Runner.mu.
+	awaited map[string]awaited
 }
 
 func newFleet(l *Leasing) *fleet {
 	if l == nil {
 		return nil
 	}
-	f := &fleet{Leasing: *l, renewNow: make(chan struct{}, 1)}
+	f := &fleet{Leasing: *l, renewNow: make(chan struct{}, 1), awaited: map[string]awaited{}}
 	if f.TTL <= 0 {
 		f.TTL = DefaultLeaseTTL
 	}

@@ -321,6 +321,7 @@ func (r *Runner) Enqueue(p Pending) error {
 	}
 	l := r.laneLocked(p.Msg.Lane)
 	l.pending = append(l.pending, p)
+	r.awaitReceiptLocked(p)
 	if !l.active {
 		l.active = true
 		r.work.Add(1)
