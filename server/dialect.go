@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"syscall"
 
 	"github.com/coder/websocket"
 
@@ -105,10 +107,18 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait)
 	return sess, d, ok
 }
 
-// serve is a connection's read loop after its hello; writers are started
-// by the connection's queue when frames wait.
-func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wire.Session, d wire.Dialect) {
-	ctx := s.base
+// live is a connection after its hello, as begin set it up for serve.
+type live struct {
+	conn  *hub.Conn
+	w     *writer
+	token string // registered in Server.tokens ("": not)
+	// here: the writer due at once (the hello reply) is for the
+	// goroutine that ran begin to run (first).
+	here bool
+}
+
+// begin registers a connection that said hello and drives its writer.
+func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wire.Session, d wire.Dialect) *live {
 	conn := sess.Conn()
 	if d.Proofs() {
 		pr.attach(conn)
@@ -122,19 +132,38 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	}
 	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues(d.Name(), "hello").Inc()
+	l := &live{conn: conn}
 	if tok := sess.TokenID(); s.tokens.add(tok, conn, d) {
-		defer s.tokens.remove(tok, conn)
+		l.token = tok
 	}
-	writerDone := make(chan struct{})
-	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.Name()), done: writerDone}
+	l.w = &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.Name()), done: make(chan struct{})}
 	if d.Proofs() {
-		w.prober = pr
+		l.w.prober = pr
 	}
-	w.start()
+	l.here = l.w.startHere()
+	return l
+}
 
+// first runs the writer begin left for this goroutine, if any.
+func (l *live) first() {
+	if l.here {
+		l.w.drain()
+	}
+}
+
+// serve is a connection's read loop after its hello; writers are started
+// by the connection's queue when frames wait.
+func (s *Server) serve(c *websocket.Conn, pr *prober, sess wire.Session, d wire.Dialect, l *live) {
+	ctx := s.base
+	conn := l.conn
+	if l.token != "" {
+		defer s.tokens.remove(l.token, conn)
+	}
+	var readErr error
 	for {
 		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
 		if err != nil {
+			readErr = err
 			if errors.Is(err, errTooBig) {
 				sess.Settle()
 				end(conn, d.TooBig())
@@ -153,8 +182,28 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	}
 	sess.Close()
 	s.gw.Disconnect(conn)
-	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
-	<-writerDone
+	if peerGone(readErr) {
+		// The frames queued still go (a peer that only shut its side
+		// down reads them), but no close handshake: a peer that is gone
+		// answers none, and writing the Close and reading for its answer
+		// was a tenth of a handshake's CPU in the handshake benchmark,
+		// whose devices come and go.
+		conn.Close(errPeerGone)
+	} else {
+		conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
+	}
+	<-l.w.done
+}
+
+// errPeerGone closes a connection whose peer ended the TCP connection:
+// the socket is closed once the frames queued are written, without a
+// close handshake (writer.closeSocket).
+var errPeerGone = errors.New("peer closed the connection")
+
+// peerGone reports whether a read error says the peer closed or reset
+// the TCP connection without a WebSocket close.
+func peerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // end queues a Fatal's frame, then the close it asks for.

@@ -203,11 +203,15 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	// The connection lives on in a goroutine of its own, so that this one's
 	// stack (grown by net/http and the hello's database work) and net/http's
-	// state for the upgrade request are freed while the device idles.
+	// state for the upgrade request are freed while the device idles. This
+	// one writes the hello reply first (live.first), while the read loop
+	// starts: the reply waits for no goroutine to be scheduled.
+	l := s.begin(c, hw.conn, pr, sess, d)
 	go func() {
 		defer s.closed(c)
-		s.serve(c, hw.conn, pr, sess, d)
+		s.serve(c, pr, sess, d, l)
 	}()
+	l.first()
 }
 
 // closed forgets a connection's socket once its handling is over.

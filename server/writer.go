@@ -27,13 +27,14 @@ type writer struct {
 	prober *prober
 }
 
-// start paces the connection for its socket and has its queue run the
-// writer whenever frames wait.
-func (w *writer) start() {
+// startHere paces the connection for its socket and has its queue run
+// the writer whenever frames wait, except the writer due now, which the
+// caller runs itself when it returns true (hub.Conn.DriveHere).
+func (w *writer) startHere() bool {
 	if w.sock.deflate {
 		w.conn.SetPaceGrowth(hub.PaceGrowthDeflate)
 	}
-	w.conn.Drive(w.drain)
+	return w.conn.DriveHere(w.drain)
 }
 
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
