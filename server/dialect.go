@@ -109,9 +109,15 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait)
 
 // live is a connection after its hello, as begin set it up for serve.
 type live struct {
-	conn  *hub.Conn
-	w     *writer
-	token string // registered in Server.tokens ("": not)
+	c    *websocket.Conn
+	sock *corkedConn
+	pr   *prober
+	sess wire.Session
+	d    wire.Dialect
+	conn *hub.Conn
+	w    *writer
+	// token is registered in Server.tokens ("": not).
+	token string
 	// here: the writer due at once (the hello reply) is for the
 	// goroutine that ran begin to run (first).
 	here bool
@@ -132,7 +138,7 @@ func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	}
 	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues(d.Name(), "hello").Inc()
-	l := &live{conn: conn}
+	l := &live{c: c, sock: sock, pr: pr, sess: sess, d: d, conn: conn}
 	if tok := sess.TokenID(); s.tokens.add(tok, conn, d) {
 		l.token = tok
 	}
@@ -141,6 +147,7 @@ func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 		l.w.prober = pr
 	}
 	l.here = l.w.startHere()
+	sock.rd.idle.Store(true) // from now on the read loop idles outside reads
 	return l
 }
 
@@ -152,21 +159,25 @@ func (l *live) first() {
 }
 
 // serve is a connection's read loop after its hello; writers are started
-// by the connection's queue when frames wait.
-func (s *Server) serve(c *websocket.Conn, pr *prober, sess wire.Session, d wire.Dialect, l *live) {
+// by the connection's queue when frames wait. When the device has sent
+// everything it had (errIdle), serve hands the connection to a new
+// goroutine that waits for more (await) and returns: the deep stack the
+// reads grew goes with it (idle.go).
+func (s *Server) serve(l *live) {
 	ctx := s.base
 	conn := l.conn
-	if l.token != "" {
-		defer s.tokens.remove(l.token, conn)
-	}
 	var readErr error
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
+		typ, data, release, err := readFrame(ctx, l.c, l.d.Limit(), s.budget, conn.Token, l.pr.stall)
 		if err != nil {
+			if errors.Is(err, errIdle) {
+				go s.await(l)
+				return
+			}
 			readErr = err
 			if errors.Is(err, errTooBig) {
-				sess.Settle()
-				end(conn, d.TooBig())
+				l.sess.Settle()
+				end(conn, l.d.TooBig())
 			}
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
@@ -174,13 +185,13 @@ func (s *Server) serve(c *websocket.Conn, pr *prober, sess wire.Session, d wire.
 			// any other frame: see prober.
 			break
 		}
-		stop := s.handleFrame(ctx, conn, sess, d.Name(), typ, data)
+		stop := s.handleFrame(ctx, conn, l.sess, l.d.Name(), typ, data)
 		release()
 		if stop {
 			break
 		}
 	}
-	sess.Close()
+	l.sess.Close()
 	s.gw.Disconnect(conn)
 	if peerGone(readErr) {
 		// The frames queued still go (a peer that only shut its side
@@ -193,6 +204,17 @@ func (s *Server) serve(c *websocket.Conn, pr *prober, sess wire.Session, d wire.
 		conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
 	}
 	<-l.w.done
+	if l.token != "" {
+		s.tokens.remove(l.token, conn)
+	}
+	s.closed(l.c)
+}
+
+// await is an idle connection's one goroutine, started small: it waits
+// until the device sends something, then reads on.
+func (s *Server) await(l *live) {
+	l.sock.rd.await()
+	s.serve(l)
 }
 
 // errPeerGone closes a connection whose peer ended the TCP connection:

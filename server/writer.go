@@ -111,6 +111,7 @@ func (w *writer) write(buf []hub.Out) error {
 }
 
 func (w *writer) closeSocket(err error) {
+	w.sock.rd.close() // a close handshake reads the answer: no errIdle
 	var ce *closeErr
 	switch {
 	case errors.As(err, &ce):
