@@ -147,7 +147,7 @@ func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 		l.w.prober = pr
 	}
 	l.here = l.w.startHere()
-	sock.rd.idle.Store(true) // from now on the read loop idles outside reads
+	sock.rd.arm() // from now on the read loop idles outside reads
 	return l
 }
 

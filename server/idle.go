@@ -2,10 +2,11 @@ package server
 
 import (
 	"errors"
-	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Between a device's messages its read loop waits outside coder/websocket.
@@ -13,53 +14,55 @@ import (
 // every idle connection held a 4 KiB stack (a goroutine's stack never
 // shrinks back to 2 KiB once grown: it would have to use under 224
 // bytes). Instead, the socket's reader (sockReader) follows the frames it
-// hands over; at a boundary between messages, with nothing more to read
-// now, it answers errIdle rather than block. The read loop then ends its
-// goroutine, and a new one waits until the socket is readable (await,
-// a few hundred bytes deep) and reads on. An idle connection thus holds
-// one small goroutine; a busy one pays a goroutine start when its socket
-// runs dry between messages.
+// hands over; at a boundary between messages it reads with a deadline
+// (idleAfter), and when nothing came by then it answers errIdle. The read
+// loop then ends its goroutine, and a new one waits until the socket is
+// readable (await, a few hundred bytes deep: RawConn.Read with a peek,
+// which takes no byte a close handshake's read may need) and reads on. An idle connection thus
+// holds one small goroutine; a busy one pays two deadline changes a
+// message (timers of the runtime's poller, no system call), and a
+// goroutine start after each pause longer than idleAfter.
+
+// idleAfter is how long a device is silent between messages before its
+// connection waits in a small goroutine. Short: a device that pauses
+// longer pays a goroutine start (a few µs) once per pause.
+const idleAfter = 50 * time.Millisecond
 
 // errIdle is sockReader's answer, between two messages, when no byte of
-// the next one has arrived.
+// the next one came within idleAfter.
 var errIdle = errors.New("no frame waiting")
 
 // sockReader is what coder/websocket's buffered reader reads: the bytes
 // that came right behind the upgrade request, then the socket.
 type sockReader struct {
 	nc    net.Conn
-	early []byte
-	// rc waits on the socket apart from a read; nil when it cannot (not
-	// a socket with a descriptor: then reads block as before).
-	rc syscall.RawConn
+	early []byte // read before, handed over first
 	// idle: errIdle may be answered (the read loop reads); never once
 	// closing (a close handshake reads for the peer's answer from
 	// whichever goroutine closes, and must wait for it).
 	idle    atomic.Bool
 	closing atomic.Bool
 	fr      frameTracker
-
-	// For the descriptor's callbacks, made once: a closure per wait
-	// would be an allocation per wait.
-	p       []byte
-	n       int
-	err     error
-	again   bool
+	// rc waits on the socket apart from a read; nil when it cannot (not
+	// a socket with a descriptor, as TLS's): then reads block as before.
+	rc      syscall.RawConn
 	peek    [1]byte
-	readFn  func(fd uintptr) bool
-	readyFn func(fd uintptr) bool
+	readyFn func(fd uintptr) bool // readable, made once: not an allocation per wait
 }
 
 func newSockReader(nc net.Conn, early []byte) *sockReader {
 	r := &sockReader{nc: nc, early: early}
-	if sc, ok := nc.(syscall.Conn); ok && canWait {
+	if sc, ok := nc.(syscall.Conn); ok && canPeek {
 		if rc, err := sc.SyscallConn(); err == nil {
-			r.rc = rc
-			r.readFn, r.readyFn = r.readNow, r.readable
+			r.rc, r.readyFn = rc, r.readable
 		}
 	}
 	return r
 }
+
+// arm lets reads between messages answer errIdle, where the socket can
+// be waited on apart.
+func (r *sockReader) arm() { r.idle.Store(r.rc != nil) }
 
 func (r *sockReader) Read(p []byte) (int, error) {
 	if len(r.early) > 0 {
@@ -71,21 +74,14 @@ func (r *sockReader) Read(p []byte) (int, error) {
 		r.fr.feed(p[:n])
 		return n, nil
 	}
-	if r.rc != nil && r.idle.Load() && !r.closing.Load() && r.fr.between() {
-		r.p = p
-		err := r.rc.Read(r.readFn)
-		n, again := r.n, r.again
-		if err == nil {
-			err = r.err
-		}
-		r.p, r.err = nil, nil
-		if again && err == nil {
+	if r.idle.Load() && !r.closing.Load() && r.fr.between() {
+		r.nc.SetReadDeadline(time.Now().Add(idleAfter))
+		n, err := r.nc.Read(p)
+		r.nc.SetReadDeadline(time.Time{}) // the rest of a frame may take its time
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, errIdle
 		}
 		r.fr.feed(p[:n])
-		if n == 0 && err == nil {
-			err = io.EOF
-		}
 		return n, err
 	}
 	n, err := r.nc.Read(p)
@@ -101,9 +97,6 @@ func (r *sockReader) close() { r.closing.Store(true) }
 // (or an end to report). A failed wait turns errIdle off: the next read
 // blocks, and reports what went wrong.
 func (r *sockReader) await() {
-	if r.rc == nil {
-		return
-	}
 	if err := r.rc.Read(r.readyFn); err != nil {
 		r.idle.Store(false)
 	}

@@ -2,8 +2,8 @@
 
 package server
 
-// canWait: no waiting on a socket apart from a read here; reads block.
-const canWait = false
+// canPeek: no waiting on a socket apart from a read here; reads block as
+// they always did.
+const canPeek = false
 
-func (r *sockReader) readNow(fd uintptr) bool  { return true }
 func (r *sockReader) readable(fd uintptr) bool { return true }
