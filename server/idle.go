@@ -18,10 +18,10 @@ import (
 // (idleAfter), and when nothing came by then it answers errIdle. The read
 // loop then ends its goroutine, and a new one waits until the socket is
 // readable (await, a few hundred bytes deep: RawConn.Read with a peek,
-// which takes no byte a close handshake's read may need) and reads on. An idle connection thus
-// holds one small goroutine; a busy one pays two deadline changes a
-// message (timers of the runtime's poller, no system call), and a
-// goroutine start after each pause longer than idleAfter.
+// which takes no byte a close handshake's read may need) and reads on.
+// An idle connection thus holds one small goroutine; a busy one pays two
+// deadline changes a message (timers of the runtime's poller, no system
+// call), and a goroutine start after each pause longer than idleAfter.
 
 // idleAfter is how long a device is silent between messages before its
 // connection waits in a small goroutine. Short: a device that pauses
