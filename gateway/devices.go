@@ -65,15 +65,23 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 	// of its CPU, the LastPushed read 8.5 %), and read in the same
 	// statement. It is waited for: the push registration a hello carries
 	// is durable once hello.ack is sent.
+	// A store that can also reads the device's proven cursors in that
+	// statement, sparing the hub a query of its own (hub.AddLoaded).
 	seen := store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}
+	loaded := hub.Loaded{Saves: g.hub.Saves()}
 	err := g.commits.Commit(ctx, func(tx store.Tx) (err error) {
+		if pt, ok := tx.(proofsSeer); ok {
+			w.LastPushedCursor, loaded.Proven, err = pt.SeeDeviceProofs(seen)
+			loaded.Ok = err == nil
+			return err
+		}
 		w.LastPushedCursor, err = tx.SeeDevice(seen)
 		return err
 	}, nil)
 	if err != nil {
 		return nil, Welcome{}, err
 	}
-	c, old, err := g.hub.Add(ctx, d.ID, codec, g.greet)
+	c, old, err := g.hub.AddLoaded(ctx, d.ID, codec, g.greet, loaded)
 	if err != nil {
 		return nil, Welcome{}, err
 	}
@@ -94,6 +102,12 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 		return nil, Welcome{}, err
 	}
 	return c, w, nil
+}
+
+// proofsSeer is a store.Tx whose SeeDevice can also return the device's
+// proven cursors (SQLite's: its upsert returns the row).
+type proofsSeer interface {
+	SeeDeviceProofs(d store.Device) (lastPushed int64, proven []core.CursorRange, err error)
 }
 
 // outboxHead is the newest cursor committed: the commit log's, once it

@@ -65,6 +65,13 @@ func (c *Conn) Take(ctx context.Context, buf []Out) ([]Out, error) { return c.q.
 // calls Next until Next gives neither frames nor an error.
 func (c *Conn) Drive(start func()) { c.q.drive(start) }
 
+// DriveHere is Drive for a caller that runs the writer due now itself:
+// true means frames wait (or the connection closed) and the caller must
+// call start, as if Drive had started it. The hello reply then leaves
+// from the goroutine that made it, without waiting for another to be
+// scheduled.
+func (c *Conn) DriveHere(start func()) bool { return c.q.driveHere(start) }
+
 // Next returns the queued frames without waiting. No frames and a nil
 // error end the writer's turn; an error means the connection is closed
 // and everything queued before the close has been returned.
@@ -225,6 +232,9 @@ type Hub struct {
 	byDev   map[string]*Conn
 	devices map[string]*device
 	floor   int64 // the outbox's floor (DropBelow), under mu
+	// saves counts the proof sets saved (saveDevice): a set read before
+	// a save may be older than the store's (AddLoaded).
+	saves atomic.Uint64
 }
 
 // New makes a hub that keeps the devices' proofs in ps.
@@ -267,13 +277,39 @@ func (h *Hub) SetPresence(p Presence) { h.presence = p }
 // event can reach the connection, so nothing published meanwhile (a
 // stream's update, say) comes before them.
 func (h *Hub) Add(ctx context.Context, deviceID string, codec Codec, greet func(*Conn)) (*Conn, *Conn, error) {
+	return h.AddLoaded(ctx, deviceID, codec, greet, Loaded{})
+}
+
+// Loaded is a device's proven cursors as its hello read them from the
+// store, in the statement that recorded the hello, so that Add need not
+// read them again (a query per hello was 9 % of a handshake's CPU).
+type Loaded struct {
+	Proven []core.CursorRange
+	// Saves is Saves() before they were read; Ok says they were read.
+	Saves uint64
+	Ok    bool
+}
+
+// Saves counts the proof sets saved so far; a Loaded read after it is at
+// least as new as the store's set was then.
+func (h *Hub) Saves() uint64 { return h.saves.Load() }
+
+// AddLoaded is Add with the device's proven cursors already read (l.Ok).
+// They are used only if no set was saved since Saves was l.Saves: a
+// connection of the device that ended meanwhile may have saved a newer
+// one, and then the store is read as Add does. (A device still connected,
+// or whose last set is still being saved, is shared, never loaded.)
+func (h *Hub) AddLoaded(ctx context.Context, deviceID string, codec Codec, greet func(*Conn), l Loaded) (*Conn, *Conn, error) {
 	h.mu.Lock()
 	d := h.devices[deviceID]
 	h.mu.Unlock()
 	if d == nil {
-		proven, err := h.ps.LoadProofs(ctx, deviceID)
-		if err != nil {
-			return nil, nil, err
+		proven := l.Proven
+		if !l.Ok || h.saves.Load() != l.Saves {
+			var err error
+			if proven, err = h.ps.LoadProofs(ctx, deviceID); err != nil {
+				return nil, nil, err
+			}
 		}
 		d = &device{proven: FromRanges(proven)}
 		h.mu.RLock()
@@ -473,6 +509,9 @@ func (h *Hub) saveDevice(id string, d *device) {
 	if err := h.ps.SaveProofs(context.Background(), id, v); err != nil {
 		h.log.Warn("saving proven cursors", "device", id, "err", err)
 	}
+	// Counted once it is in the store (or failed): before the device
+	// leaves h.devices, so AddLoaded sees either the device or the count.
+	h.saves.Add(1)
 }
 
 // SendEvent queues an event for this connection alone, as an answer to

@@ -178,6 +178,19 @@ func (q *queue) drive(start func()) {
 	q.kick()
 }
 
+// driveHere is drive, except that a writer due now is not started: it
+// reports true, and the caller runs start itself.
+func (q *queue) driveHere(start func()) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.start = start
+	if q.running || (len(q.items) == 0 && q.closed == nil) {
+		return false
+	}
+	q.running = true
+	return true
+}
+
 // next is take for a writer that start runs: it never waits. Nothing
 // queued and the queue open ends the writer's turn (no frames, nil error);
 // the next push starts another.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"syscall"
 
 	"github.com/coder/websocket"
 
@@ -105,10 +107,24 @@ func (s *Server) hello(c *websocket.Conn, pr *prober, p wire.Peer, w *helloWait)
 	return sess, d, ok
 }
 
-// serve is a connection's read loop after its hello; writers are started
-// by the connection's queue when frames wait.
-func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wire.Session, d wire.Dialect) {
-	ctx := s.base
+// live is a connection after its hello, as begin set it up for serve.
+type live struct {
+	c    *websocket.Conn
+	sock *corkedConn
+	pr   *prober
+	sess wire.Session
+	d    wire.Dialect
+	conn *hub.Conn
+	w    *writer
+	// token is registered in Server.tokens ("": not).
+	token string
+	// here: the writer due at once (the hello reply) is for the
+	// goroutine that ran begin to run (first).
+	here bool
+}
+
+// begin registers a connection that said hello and drives its writer.
+func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wire.Session, d wire.Dialect) *live {
 	conn := sess.Conn()
 	if d.Proofs() {
 		pr.attach(conn)
@@ -122,22 +138,46 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 	}
 	s.mu.Unlock()
 	s.m.FramesIn.WithLabelValues(d.Name(), "hello").Inc()
+	l := &live{c: c, sock: sock, pr: pr, sess: sess, d: d, conn: conn}
 	if tok := sess.TokenID(); s.tokens.add(tok, conn, d) {
-		defer s.tokens.remove(tok, conn)
+		l.token = tok
 	}
-	writerDone := make(chan struct{})
-	w := &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.Name()), done: writerDone}
+	l.w = &writer{s: s, c: c, sock: sock, conn: conn, out: s.m.FramesOut.WithLabelValues(d.Name()), done: make(chan struct{})}
 	if d.Proofs() {
-		w.prober = pr
+		l.w.prober = pr
 	}
-	w.start()
+	l.here = l.w.startHere()
+	sock.rd.arm() // from now on the read loop idles outside reads
+	return l
+}
 
+// first runs the writer begin left for this goroutine, if any.
+func (l *live) first() {
+	if l.here {
+		l.w.drain()
+	}
+}
+
+// serve is a connection's read loop after its hello; writers are started
+// by the connection's queue when frames wait. When the device has sent
+// everything it had (errIdle), serve hands the connection to a new
+// goroutine that waits for more (await) and returns: the deep stack the
+// reads grew goes with it (idle.go).
+func (s *Server) serve(l *live) {
+	ctx := s.base
+	conn := l.conn
+	var readErr error
 	for {
-		typ, data, release, err := readFrame(ctx, c, d.Limit(), s.budget, conn.Token, pr.stall)
+		typ, data, release, err := readFrame(ctx, l.c, l.d.Limit(), s.budget, conn.Token, l.pr.stall)
 		if err != nil {
+			if errors.Is(err, errIdle) {
+				go s.await(l)
+				return
+			}
+			readErr = err
 			if errors.Is(err, errTooBig) {
-				sess.Settle()
-				end(conn, d.TooBig())
+				l.sess.Settle()
+				end(conn, l.d.TooBig())
 			}
 			// A close frame proves nothing: a peer that has sent Close may
 			// drop the data frames that reach it afterwards (coder/websocket
@@ -145,16 +185,47 @@ func (s *Server) serve(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 			// any other frame: see prober.
 			break
 		}
-		stop := s.handleFrame(ctx, conn, sess, d.Name(), typ, data)
+		stop := s.handleFrame(ctx, conn, l.sess, l.d.Name(), typ, data)
 		release()
 		if stop {
 			break
 		}
 	}
-	sess.Close()
+	l.sess.Close()
 	s.gw.Disconnect(conn)
-	conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
-	<-writerDone
+	if peerGone(readErr) {
+		// The frames queued still go (a peer that only shut its side
+		// down reads them), but no close handshake: a peer that is gone
+		// answers none, and writing the Close and reading for its answer
+		// was a tenth of a handshake's CPU in the handshake benchmark,
+		// whose devices come and go.
+		conn.Close(errPeerGone)
+	} else {
+		conn.Close(&closeErr{websocket.StatusNormalClosure, ""})
+	}
+	<-l.w.done
+	if l.token != "" {
+		s.tokens.remove(l.token, conn)
+	}
+	s.closed(l.c)
+}
+
+// await is an idle connection's one goroutine, started small: it waits
+// until the device sends something, then reads on.
+func (s *Server) await(l *live) {
+	l.sock.rd.await()
+	s.serve(l)
+}
+
+// errPeerGone closes a connection whose peer ended the TCP connection:
+// the socket is closed once the frames queued are written, without a
+// close handshake (writer.closeSocket).
+var errPeerGone = errors.New("peer closed the connection")
+
+// peerGone reports whether a read error says the peer closed or reset
+// the TCP connection without a WebSocket close.
+func peerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // end queues a Fatal's frame, then the close it asks for.

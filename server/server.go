@@ -129,7 +129,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		s.cancel() // stop waiting on slow peers
+		s.cancel()       // stop waiting on slow peers
+		s.closeSockets() // and on idle ones, which wait outside a read (idle.go)
 		<-done
 	}
 	s.cancel()
@@ -203,11 +204,25 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	// The connection lives on in a goroutine of its own, so that this one's
 	// stack (grown by net/http and the hello's database work) and net/http's
-	// state for the upgrade request are freed while the device idles.
-	go func() {
-		defer s.closed(c)
-		s.serve(c, hw.conn, pr, sess, d)
-	}()
+	// state for the upgrade request are freed while the device idles. This
+	// one writes the hello reply first (live.first), while the read loop
+	// starts: the reply waits for no goroutine to be scheduled.
+	l := s.begin(c, hw.conn, pr, sess, d)
+	go s.serve(l)
+	l.first()
+}
+
+// closeSockets closes every socket at once.
+func (s *Server) closeSockets() {
+	s.mu.Lock()
+	cs := make([]*websocket.Conn, 0, len(s.socks))
+	for c := range s.socks {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.CloseNow()
+	}
 }
 
 // closed forgets a connection's socket once its handling is over.

@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -38,11 +37,17 @@ type corkedConn struct {
 	// compressed (the queue paces them with hub.PaceGrowthDeflate).
 	deflate bool
 
+	// rd is the socket's reading side (idle.go).
+	rd *sockReader
+
 	mu       sync.Mutex
 	corked   bool
 	buf      *[]byte // from corkPool while corked
 	deadline bool    // a write of this batch set the socket's deadline
 }
+
+// Read is the reading side's (sockReader).
+func (c *corkedConn) Read(p []byte) (int, error) { return c.rd.Read(p) }
 
 func (c *corkedConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
@@ -131,12 +136,17 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// coder/websocket has set the response's headers by now.
 	ext := w.Header().Get("Sec-WebSocket-Extensions")
 	w.conn = &corkedConn{Conn: nc, timeout: w.timeout, deflate: strings.Contains(ext, "permessage-deflate")}
-	br := bufio.NewReaderSize(nc, readBufSize)
+	// coder/websocket reads the socket it is handed (w.conn, whose Read is
+	// rd's) behind the bytes the reader it is handed holds.
+	w.conn.rd = newSockReader(nc, nil)
+	br := bufio.NewReaderSize(w.conn.rd, readBufSize)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// Bytes the device sent right behind its upgrade request: they must
-		// be in the new reader's buffer, which coder/websocket takes over.
-		early, _ := brw.Reader.Peek(n)
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), nc), max(readBufSize, n))
+		// be in the new reader's buffer, which coder/websocket takes over,
+		// and pass through rd, which follows the frames.
+		b, _ := brw.Reader.Peek(n)
+		w.conn.rd.early = bytes.Clone(b)
+		br = bufio.NewReaderSize(w.conn.rd, max(readBufSize, n))
 		if _, err := br.Peek(n); err != nil {
 			nc.Close()
 			return nil, nil, err

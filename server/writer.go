@@ -27,13 +27,14 @@ type writer struct {
 	prober *prober
 }
 
-// start paces the connection for its socket and has its queue run the
-// writer whenever frames wait.
-func (w *writer) start() {
+// startHere paces the connection for its socket and has its queue run
+// the writer whenever frames wait, except the writer due now, which the
+// caller runs itself when it returns true (hub.Conn.DriveHere).
+func (w *writer) startHere() bool {
 	if w.sock.deflate {
 		w.conn.SetPaceGrowth(hub.PaceGrowthDeflate)
 	}
-	w.conn.Drive(w.drain)
+	return w.conn.DriveHere(w.drain)
 }
 
 var outBufs = sync.Pool{New: func() any { return new([]hub.Out) }}
@@ -110,6 +111,7 @@ func (w *writer) write(buf []hub.Out) error {
 }
 
 func (w *writer) closeSocket(err error) {
+	w.sock.rd.close() // a close handshake reads the answer: no errIdle
 	var ce *closeErr
 	switch {
 	case errors.As(err, &ce):

@@ -112,6 +112,21 @@ func (t *sqliteTx) SeeDevice(d Device) (lastPushed int64, err error) {
 	return lastPushed, err
 }
 
+// SeeDeviceProofs is SeeDevice that also returns the device's proven
+// cursors (LoadProofs's answer), read by the same statement: a hello
+// then makes one statement of the store instead of two.
+func (t *sqliteTx) SeeDeviceProofs(d Device) (lastPushed int64, proven []core.CursorRange, err error) {
+	var enc string
+	err = t.queryRow(seeDevice+` RETURNING last_pushed_cursor, proven`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now()).Scan(&lastPushed, &enc)
+	if err != nil {
+		return 0, nil, err
+	}
+	if enc != "" {
+		proven = record.DecodeProven(enc)
+	}
+	return lastPushed, proven, nil
+}
+
 // DropPushOfRevoked ends the push registrations of the devices whose
 // stored token is gone (tokenID: of that token only; "": of any), with
 // the pushes queued for them, and returns how many devices had one. A
