@@ -8,7 +8,6 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
-	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -33,11 +32,9 @@ type recorder struct {
 	replyID string
 
 	started bool // the reply's bubble exists (message.start)
-	// saved is the commit of the reply's streaming row, queued at its
-	// start and not waited for (begin says why).
-	saved      *commit.Pending
-	waited     bool  // saved was waited for,
-	savedErr   error // with this outcome
+	// startErr: storing the reply's streaming row failed; the reply is
+	// stored whole at its end.
+	startErr   error
 	lastSave   time.Time
 	reasoning  strings.Builder
 	model, cwd string
@@ -96,32 +93,19 @@ func (rec *recorder) begin() {
 	rec.t.mu.Lock()
 	rec.t.streamID = id
 	rec.t.mu.Unlock()
-	// message.start is never outboxed (spec/DECISIONS.md), so it goes out
-	// now, and the row the stream is saved into is queued behind it
-	// without waiting: the first token reaches the devices without an
-	// fsync in its way (issue 17). Everything that needs the row (the
-	// progress saves, a file's offer, the final save) is queued after it
-	// on the same commit log, which applies writes in the order queued.
-	// A row that could not be stored is made at the end (finish).
-	rec.r.c.Publish(&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
-	p, err := rec.r.c.Enqueue(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) }, nil)
-	if err != nil {
-		p = nil // the log has stopped: finish fails as it will
+	// The row is committed before message.start goes out: a device that
+	// saw the stream start is sure to see it end, even across a crash
+	// (recovery finishes the rows left streaming). Publishing first would
+	// save the commit's wait on the first token (issue 17) but leave a
+	// crash just after it with a stream no message.stop ever ends; that
+	// needs the reply's id kept with its turn, which the next round takes.
+	rec.startErr = rec.r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
+		&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
+	if rec.startErr != nil {
+		// The database was away a moment: the devices watch the reply
+		// stream anyway, and its end stores it whole (finish).
+		rec.r.c.Publish(&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
 	}
-	rec.saved = p
-}
-
-// startErr waits for the reply's streaming row and says whether it was
-// stored.
-func (rec *recorder) startErr() error {
-	if !rec.waited {
-		// A Pending answers one Wait: the outcome is kept for the next.
-		rec.waited, rec.savedErr = true, commit.ErrStopped
-		if rec.saved != nil {
-			rec.savedErr = rec.saved.Wait()
-		}
-	}
-	return rec.savedErr
 }
 
 // text streams a piece of the reply: an update with the whole text so
@@ -194,7 +178,7 @@ func (rec *recorder) textIsReasoning(fallback string) {
 // cannot be offered is said in the lane.
 func (rec *recorder) file(path string) {
 	rec.begin()
-	startErr := rec.startErr()
+	startErr := rec.startErr
 	md, err := rec.r.host.OfferFile(rec.fin, rec.lk, rec.replyID, path)
 	if startErr == nil && err == nil {
 		rec.files = append(rec.files, md)
@@ -265,7 +249,7 @@ func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (
 	}
 	// A streaming row that could not be stored (the database was away a
 	// moment) is made now, whole: the reply the devices watched is kept.
-	whole := rec.startErr() != nil
+	whole := rec.startErr != nil
 	rec.files = append(rec.files, spoken...)
 	t := rec.t
 	id, text := t.snapshot()

@@ -18,7 +18,6 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
-	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
@@ -29,9 +28,6 @@ type Committer interface {
 	// Commit applies fn and commits ev with it; it returns once ev is
 	// published.
 	Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error
-	// Enqueue queues fn and ev as Commit does and returns without waiting
-	// (the Pending's Wait says how it went).
-	Enqueue(ctx context.Context, fn func(store.Tx) error, ev *core.Event) (*commit.Pending, error)
 	// CommitLater queues a write without waiting (best effort).
 	CommitLater(fn func(store.Tx) error)
 	// Publish sends an ephemeral event now.
@@ -513,39 +509,6 @@ func (r *Runner) Busy(lk core.Lane) bool {
 		return !t.ended
 	}
 	return false
-}
-
-// Status says whether a turn runs in lk and how many wait.
-func (r *Runner) Status(lk core.Lane) (running bool, queued int) {
-	r.mu.Lock()
-	l := r.lanes[lk]
-	if r.fl == nil || (l != nil && l.leased) {
-		defer r.mu.Unlock()
-		if l != nil {
-			return l.running != nil, len(l.pending)
-		}
-		return false, 0
-	}
-	r.mu.Unlock()
-	// A replica that does not hold the lane knows its queue from the
-	// store: the holder runs it elsewhere.
-	ctx, cancel := context.WithTimeout(r.ctx, r.fl.leaseWait())
-	defer cancel()
-	owed, err := r.fl.Store.Turns(ctx)
-	if err != nil {
-		r.log.Warn("turn: reading a lane's queue", "lane", lk.String(), "err", err)
-		return false, 0
-	}
-	for _, q := range owed {
-		switch {
-		case q.Lane != lk:
-		case q.Running:
-			running = true
-		case q.CronJob == "":
-			queued++
-		}
-	}
-	return running, queued
 }
 
 // setTodos keeps l's todo list (a turn's agent reported it).
