@@ -127,7 +127,7 @@ func (s *Store) Write(ctx context.Context, fn func(store.Tx) error) error {
 // write is Write for the store's own code, which uses what only this
 // transaction has.
 func (s *Store) write(ctx context.Context, fn func(*Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -141,6 +141,25 @@ func (s *Store) write(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// begin starts a write transaction. Right after PostgreSQL restarts (or
+// its backends are ended), the pool still holds connections to the server
+// that went away: pgx checks only those idle for more than a second. A
+// BEGIN on one fails, and is tried on another, as many times as the pool
+// has connections: a BEGIN that fails leaves no transaction behind, so
+// trying it again is always safe, and a reply's save is not lost to a
+// connection that died while idle. A failure to connect is not tried
+// again: the server is away, and the caller is told.
+func (s *Store) begin(ctx context.Context) (pgx.Tx, error) {
+	tries := int(s.pool.Config().MaxConns) + 1
+	for try := 1; ; try++ {
+		tx, err := s.pool.Begin(ctx)
+		var ce *pgconn.ConnectError
+		if err == nil || try >= tries || ctx.Err() != nil || errors.As(err, &ce) {
+			return tx, err
+		}
+	}
 }
 
 // rollback ends a failed transaction even when ctx has ended: a
