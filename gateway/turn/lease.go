@@ -87,13 +87,15 @@ type fleet struct {
 	// awaited are the senders of turns queued here, until the turn
 	// begins (receipts.go); under Runner.mu.
 	awaited map[string]awaited
+	// early are turns begun elsewhere before they were queued here.
+	early map[string]awaited
 }
 
 func newFleet(l *Leasing) *fleet {
 	if l == nil {
 		return nil
 	}
-	f := &fleet{Leasing: *l, renewNow: make(chan struct{}, 1), awaited: map[string]awaited{}}
+	f := &fleet{Leasing: *l, renewNow: make(chan struct{}, 1), awaited: map[string]awaited{}, early: map[string]awaited{}}
 	if f.TTL <= 0 {
 		f.TTL = DefaultLeaseTTL
 	}

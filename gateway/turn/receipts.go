@@ -20,6 +20,9 @@ import (
 const (
 	maxAwaited  = 4096
 	receiptWait = 15 * time.Minute
+	// earlyWait is how long a start heard before its message was queued
+	// here is kept (early): its sender's replica queues it within this.
+	earlyWait = time.Minute
 )
 
 type awaited struct {
@@ -45,6 +48,12 @@ func (r *Runner) awaitReceiptLocked(p Pending) {
 		if len(f.awaited) >= maxAwaited {
 			return
 		}
+	}
+	if at, ok := f.early[p.Msg.ID]; ok && at.lane == p.Msg.Lane {
+		// The holder began the turn before this replica got here.
+		delete(f.early, p.Msg.ID)
+		p.Origin.SendEvent(receiptOf(p.Msg.Lane, p.Msg.ID), 0)
+		return
 	}
 	f.awaited[p.Msg.ID] = awaited{lane: p.Msg.Lane, origin: p.Origin, since: time.Now()}
 }
@@ -86,9 +95,31 @@ func (r *Runner) StartedElsewhere(lk core.Lane, messageID string) {
 	a, ok := r.fl.awaited[messageID]
 	if ok && a.lane == lk {
 		delete(r.fl.awaited, messageID)
+	} else if !ok {
+		r.noteEarlyLocked(lk, messageID)
 	}
 	r.mu.Unlock()
 	if ok && a.lane == lk {
 		a.origin.SendEvent(receiptOf(lk, messageID), 0)
 	}
+}
+
+// noteEarlyLocked keeps another replica's word that a turn began, for a
+// message this replica may still be queueing: its holder can take it up
+// before the sending replica has got from its commit to its queue (under
+// load). Bounded like awaited; kept earlyWait. r.mu is held.
+func (r *Runner) noteEarlyLocked(lk core.Lane, messageID string) {
+	f := r.fl
+	now := time.Now()
+	if len(f.early) >= maxAwaited {
+		for id, e := range f.early {
+			if now.Sub(e.since) > earlyWait {
+				delete(f.early, id)
+			}
+		}
+		if len(f.early) >= maxAwaited {
+			return
+		}
+	}
+	f.early[messageID] = awaited{lane: lk, since: now}
 }
