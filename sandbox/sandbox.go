@@ -74,7 +74,9 @@ type Config struct {
 	// cache). Default: irisgate-<uid>-tools in the system's temp directory.
 	Temp string
 	// Hide are paths no command and no file tool may read or write: the
-	// gateway's data directory, its config file.
+	// gateway's data directory, its config file. New makes each one that
+	// does not exist yet as an empty private directory (a first start's
+	// data directory): see ensureHidden.
 	Hide []string
 	// Expose are paths inside Hide that stay readable, never writable:
 	// the media store, whose files the agent is told to open.
@@ -128,6 +130,9 @@ func New(cfg Config) (*Sandbox, error) {
 		if s.cfg.Hide[i], err = filepath.Abs(p); err != nil {
 			return nil, err
 		}
+		if err := ensureHidden(s.cfg.Hide[i]); err != nil {
+			return nil, err
+		}
 	}
 	for i, p := range s.cfg.Expose {
 		if s.cfg.Expose[i], err = filepath.Abs(p); err != nil {
@@ -141,6 +146,24 @@ func New(cfg Config) (*Sandbox, error) {
 	s.env = leastEnv(cfg.Env, s.cfg.Temp, home)
 	s.wall, s.abi, s.reason = settle(s, cfg.Want)
 	return s, nil
+}
+
+// ensureHidden makes a hidden path that does not exist yet, as an empty
+// directory only the gateway's user may enter. The walls are built when a
+// command starts, from what exists then: a mount can only cover, and a
+// Landlock rule only leave out, a path that is there. A command started
+// before the gateway made its data directory (a stdio MCP server, started
+// with the agent before a first start's data directory is opened, which
+// runs as long as the gateway) would see it, database and keys, for as
+// long as it runs. The gateway makes it with these permissions anyway.
+func ensureHidden(p string) error {
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		return nil // there (or not ours to judge): hidden as it is
+	}
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		return fmt.Errorf("sandbox: making %s, which tools must not see, before any of them starts: %w", p, err)
+	}
+	return nil
 }
 
 // toolHome is the HOME commands get instead of the gateway's when that
@@ -330,7 +353,8 @@ func leastEnv(names []string, temp, home string) []string {
 }
 
 // hidden is cfg.Hide as the kernel names them (symlinks resolved), for
-// each that exists; a path made later is resolved when it appears.
+// each that exists (New made the missing ones; one removed since is left
+// out until it appears again).
 func (s *Sandbox) hidden() []string {
 	if s == nil {
 		return nil

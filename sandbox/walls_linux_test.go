@@ -429,3 +429,75 @@ func TestHiddenHomeIsTemp(t *testing.T) {
 		})
 	}
 }
+
+// TestHiddenBeforeItExists: a command started before the data directory
+// exists (a stdio MCP server, started with the agent before the gateway
+// opens a first start's data directory, and then running for as long as
+// the gateway) cannot read what the gateway writes there afterwards. The
+// walls are built when the command starts and cannot cover a path that is
+// not there yet, so New makes each missing hidden directory first.
+func TestHiddenBeforeItExists(t *testing.T) {
+	for _, w := range walls {
+		t.Run(w.String(), func(t *testing.T) {
+			base := t.TempDir()
+			work := filepath.Join(base, "work")
+			if err := os.Mkdir(work, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// Inside the working directory (the defaults) where the mount
+			// namespace can cover it; beside it behind Landlock alone,
+			// which cannot keep it out of a working directory.
+			data := filepath.Join(base, "irisgate-data")
+			if w == sandbox.Namespaces {
+				data = filepath.Join(work, "irisgate-data")
+			}
+			sb, err := sandbox.New(sandbox.Config{Temp: filepath.Join(base, "tmp"), Hide: []string{data}, Want: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kernel.Require(t, sb.Wall(), w)
+			if st, err := os.Stat(data); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+				t.Errorf("the hidden directory after New: %v", err) // and the command sees it:
+			}
+			// The command waits on its stdin for the gateway to have
+			// written its secret, then looks.
+			cmd, err := sb.Command(sandbox.Run{Dir: work, Script: fmt.Sprintf("read go; cat %s/secret.db; echo listing:; ls -a %s", data, data)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// The gateway makes its data directory (already there now)
+			// and writes to it.
+			if err := os.MkdirAll(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(data, "secret.db"), "THE-DATABASE")
+			stdin.Write([]byte("go\n"))
+			stdin.Close()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Kill()
+				<-done
+				t.Fatalf("the command did not end within 30s: %s", out.String())
+			}
+			// Behind Landlock alone the names in it stay listable (the right
+			// to list the directories on the way down to a hidden path
+			// holds beneath them too), as for any command.
+			_, listing, _ := strings.Cut(out.String(), "listing:")
+			if strings.Contains(out.String(), "THE-DATABASE") || w == sandbox.Namespaces && strings.Contains(listing, "secret.db") {
+				t.Fatalf("a command started before the data directory existed sees it:\n%s", out.String())
+			}
+		})
+	}
+}
