@@ -149,44 +149,56 @@ func TestDirectoryAcrossReplicas(t *testing.T) {
 // learns its head once (the tablet's hello), A then commits three
 // messages, and a laptop connecting to B afterwards is told A's head and
 // replays all three.
+//
+// Two things happen after the last echo, and the test waits for both
+// before the laptop comes: A's turn commits its agent.busy whenever the
+// lane's turn starts (after any of the three messages: the head grows
+// past the last echo's), and B's fleet delivers A's frames to B's devices
+// (a laptop on B before that gets the ones not delivered yet live, ahead
+// of the replay, and they are not replayed: the hub queues a frame once).
+// The tablet on B getting them all is B's fleet done.
 func TestSyncOnAReplicaReachesTheOthersFrames(t *testing.T) {
 	ns := startNATS(t)
 	url := pgtest.DB(t)
 	replica := func(c *server.AppConfig) { c.Store, c.NATS = url, ns.ClientURL(); parkedAgent(c) }
 	a, b := testgw.Start(t, replica), testgw.Start(t, replica)
-	b.Dial(t, "tablet")
+	tablet := b.Dial(t, "tablet")
 	phone := a.Dial(t, "phone")
 	from := phone.HelloAck().SyncCursor
 	var sent []string
 	for _, text := range []string{"one", "two", "three"} {
 		sent = append(sent, send(t, phone, client.Lane{}, text))
 	}
+	phone.Expect(irisv1.TypeAgentBusy, nil) // committed: the parked turn commits nothing more
 	head, err := a.App.Store.OutboxHead(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	if want := from + int64(len(sent)) + 1; head != want {
+		t.Fatalf("the store's head is %d after three messages and agent.busy from %d: want %d", head, from, want)
+	}
+	tablet.Expect(irisv1.TypeAgentBusy, nil)
+	for _, id := range sent {
+		if !slices.ContainsFunc(tablet.Seen, isMessage(t, id)) {
+			tablet.Expect("message", isMessage(t, id))
+		}
+	}
+
 	laptop := b.Dial(t, "laptop")
 	if got := laptop.HelloAck().SyncCursor; got != head {
 		t.Fatalf("B's hello.ack says the head is %d, the store's is %d", got, head)
 	}
-	syncFrom(t, laptop, from)
-	// Replayed, or live when B's fleet delivered it after the laptop came
-	// (then it is not replayed): each once, in order. Only this goroutine
-	// reads the laptop's frames.
-	seen := func() (ids []string) {
-		for _, f := range laptop.Seen {
-			if f.Type == "message" {
-				ids = append(ids, testgw.Str(t, f, "message_id"))
-			}
-		}
-		return ids
-	}
-	for _, id := range sent {
-		if !slices.Contains(seen(), id) {
-			laptop.Expect("message", func(f client.Frame) bool { return testgw.Str(t, f, "message_id") == id })
+	var ids []string
+	for _, f := range syncFrom(t, laptop, from) {
+		if f.Type == "message" {
+			ids = append(ids, testgw.Str(t, f, "message_id"))
 		}
 	}
-	if ids := seen(); !slices.Equal(ids, sent) {
-		t.Fatalf("the laptop on B got messages %v, A committed %v", ids, sent)
+	if !slices.Equal(ids, sent) {
+		t.Fatalf("the laptop on B replayed messages %v, A committed %v (it saw %s)", ids, sent, typesOf(laptop.Seen))
 	}
+}
+
+func isMessage(t *testing.T, id string) func(client.Frame) bool {
+	return func(f client.Frame) bool { return f.Type == "message" && testgw.Str(t, f, "message_id") == id }
 }
