@@ -45,7 +45,7 @@ func (b *Batch) Add(ctx context.Context, filename, declared string, r io.Reader)
 	if err != nil {
 		return m, err
 	}
-	sha, err := b.s.place(t)
+	sha, err := b.s.place(ctx, t)
 	if err != nil {
 		if sha != "" {
 			b.s.release(ctx, sha, true)

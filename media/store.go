@@ -4,10 +4,12 @@
 // and the sweeping of what nothing uses any more.
 //
 // The database (package store) says which files exist and counts who uses
-// them; this package keeps the disk in step. A file is put in place before
-// the row that names it commits, and removed only after its row is gone, so
-// a row never names a missing file; a crash in between leaves at most a
-// file without a row, which the first sweep after a start removes.
+// them; this package keeps the disk in step. A file is claimed in the
+// database, then put in place, before the row that names it commits, and
+// removed only inside the transaction that deletes its row, so a row never
+// names a missing file, even when replicas share the directory (see
+// Index); a crash in between leaves at most a row and a file nothing uses,
+// which a sweep removes once the claim has grown stale.
 package media
 
 import (
@@ -88,8 +90,9 @@ type Store struct {
 	log *slog.Logger
 
 	// fmu orders the file operations of installs and collection, and
-	// installing counts the installs of each sha256 whose row has not
-	// committed yet: their file must stay even though no row names it.
+	// installing counts this process's installs of each sha256 whose row
+	// has not committed yet: their file must stay even though no row names
+	// it. (The database's claims say the same across replicas.)
 	fmu        sync.Mutex
 	installing map[string]int
 	swept      bool // orphans of a crash have been looked for
@@ -180,7 +183,7 @@ func (t *temp) discard() {
 // before record runs (a device told of the file can fetch it at once); if
 // record fails, a file nobody else has meanwhile is removed again.
 func (s *Store) install(ctx context.Context, t *temp, record func(sha string) error) error {
-	sha, err := s.place(t)
+	sha, err := s.place(ctx, t)
 	if sha == "" {
 		return err
 	}
@@ -195,7 +198,7 @@ func (s *Store) install(ctx context.Context, t *temp, record func(sha string) er
 // counts it as being installed: nothing collects it, though no row names
 // it yet, until release. sha is empty when the file never got that far
 // (nothing to release); otherwise release must follow, err or not.
-func (s *Store) place(t *temp) (sha string, err error) {
+func (s *Store) place(ctx context.Context, t *temp) (sha string, err error) {
 	sha = t.sum()
 	// Durable before anyone is told: the ack or offer must not outlive
 	// the bytes in a crash.
@@ -209,8 +212,20 @@ func (s *Store) place(t *temp) (sha string, err error) {
 	}
 	final := s.Path(sha)
 	s.fmu.Lock()
-	defer s.fmu.Unlock()
 	s.installing[sha]++
+	s.fmu.Unlock()
+	// Claimed before the file is looked for: a replica removing the same
+	// file has finished (the claim waited for its transaction) and the
+	// Stat below sees it gone, or it has not begun and now will not.
+	if err := s.st.ClaimBlob(context.WithoutCancel(ctx), sha, t.n); err != nil {
+		os.Remove(t.f.Name())
+		s.fmu.Lock()
+		s.unclaimLocked(sha)
+		s.fmu.Unlock()
+		return "", err
+	}
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
 	if _, serr := os.Stat(final); serr == nil {
 		os.Remove(t.f.Name()) // the same bytes are stored already
 		return sha, nil
@@ -228,21 +243,32 @@ func (s *Store) place(t *temp) (sha string, err error) {
 	return sha, err
 }
 
-// release ends an install begun by place. When it failed (the rows that
-// would name the file were not committed), a file no row names is removed
-// at once rather than left for the sweep.
+// release ends an install begun by place, releasing its claim. When it
+// failed (the rows that would name the file were not committed), a file no
+// row uses and no other install claims is removed at once rather than left
+// for the sweep.
 func (s *Store) release(ctx context.Context, sha string, failed bool) {
+	ctx = context.WithoutCancel(ctx)
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
+	var remove func() error
+	if !s.unclaimLocked(sha) && failed {
+		remove = func() error { return s.remove(sha) }
+	}
+	if _, err := s.st.DropBlob(ctx, sha, true, remove); err != nil {
+		// The claim stays until it is stale; the sweep then decides.
+		s.log.Warn("media: releasing a file's claim", "sha256", sha, "err", err)
+	}
+}
+
+// unclaimLocked ends one of this process's installs of sha and reports
+// whether others are still under way. fmu is held.
+func (s *Store) unclaimLocked(sha string) bool {
 	if s.installing[sha]--; s.installing[sha] > 0 {
-		return
+		return true
 	}
 	delete(s.installing, sha)
-	if failed {
-		if has, herr := s.st.HasBlob(context.WithoutCancel(ctx), sha); herr == nil && !has {
-			s.remove(sha)
-		}
-	}
+	return false
 }
 
 func syncDir(dir string) error {
@@ -255,17 +281,20 @@ func syncDir(dir string) error {
 }
 
 // remove deletes a file and the directories it leaves empty. fmu is held.
-func (s *Store) remove(sha string) {
+// It runs inside the transaction that deletes the file's row: an error
+// keeps the row.
+func (s *Store) remove(sha string) error {
 	p := s.Path(sha)
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("media: removing a file", "path", p, "err", err)
-		return
+		return err
 	}
 	for d := filepath.Dir(p); d != s.dir && len(d) > len(s.dir); d = filepath.Dir(d) {
 		if os.Remove(d) != nil { // not empty
 			break
 		}
 	}
+	return nil
 }
 
 // Collect removes the files that no message and no upload uses any more
@@ -285,14 +314,13 @@ func (s *Store) Collect(ctx context.Context) (int, error) {
 			if s.installing[sha] > 0 {
 				continue // an install is about to count it again
 			}
-			gone, err := s.st.ForgetBlob(ctx, sha)
+			gone, err := s.st.DropBlob(ctx, sha, false, func() error { return s.remove(sha) })
 			if err != nil {
 				s.fmu.Unlock()
 				return removed, err
 			}
 			progress++
 			if gone {
-				s.remove(sha)
 				removed++
 			}
 		}
@@ -327,8 +355,10 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// removeOrphans removes stored files that no row names (a crash between
-// putting a file in place and committing its row).
+// removeOrphans removes stored files that no row names (left by a crash of
+// a version that put files in place before claiming them, or put there by
+// hand). A file being installed, here or on another replica, is claimed
+// and so has a row.
 func (s *Store) removeOrphans(ctx context.Context) error {
 	return filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -349,11 +379,10 @@ func (s *Store) removeOrphans(ctx context.Context) error {
 		if s.installing[sha] > 0 {
 			return nil
 		}
-		has, err := s.st.HasBlob(ctx, sha)
-		if err == nil && !has {
+		_, err = s.st.DropOrphan(ctx, sha, func() error {
 			s.log.Warn("media: removing a file no row names (left by a crash)", "sha256", sha)
-			s.remove(sha)
-		}
+			return s.remove(sha)
+		})
 		return err
 	})
 }

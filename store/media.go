@@ -236,3 +236,50 @@ func (s *Store) HasBlob(ctx context.Context, sha256 string) (bool, error) {
 	err := s.queryRow(ctx, `SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n)
 	return n > 0, err
 }
+
+// ClaimBlob records an install of the file with this sha256 under way
+// (package media's Index): its row is made if need be. A SQLite database
+// belongs to one gateway process (the data directory's lock), whose
+// content store counts its own installs, so no count is kept here.
+func (s *Store) ClaimBlob(ctx context.Context, sha256 string, size int64) error {
+	_, err := s.exec(ctx, `INSERT INTO blobs (sha256, size, created) VALUES (?,?,?) ON CONFLICT (sha256) DO NOTHING`, sha256, size, now())
+	return err
+}
+
+// DropBlob deletes, when remove is given, the row of a blob nothing uses,
+// running remove before the deletion commits (package media's Index).
+// Claims are the one process's own to count (ClaimBlob): released changes
+// nothing here.
+func (s *Store) DropBlob(ctx context.Context, sha256 string, released bool, remove func() error) (bool, error) {
+	if remove == nil {
+		return false, nil
+	}
+	gone := false
+	err := s.write(ctx, func(t *sqliteTx) error {
+		res, err := t.exec(`DELETE FROM blobs WHERE sha256 = ? AND refs <= 0`, sha256)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		gone = true
+		return remove()
+	})
+	return gone && err == nil, err
+}
+
+// DropOrphan runs remove for a file no blob row names (package media's
+// Index), inside a write transaction: no row for it commits meanwhile.
+func (s *Store) DropOrphan(ctx context.Context, sha256 string, remove func() error) (bool, error) {
+	gone := false
+	err := s.write(ctx, func(t *sqliteTx) error {
+		var n int
+		if err := t.queryRow(`SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n); err != nil || n > 0 {
+			return err
+		}
+		gone = true
+		return remove()
+	})
+	return gone && err == nil, err
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/store"
@@ -108,9 +109,19 @@ func (s *Store) ExpireUploads(ctx context.Context, before int64) (int64, error) 
 	return tag.RowsAffected(), err
 }
 
-// UnusedBlobs lists up to limit blobs that nothing uses any more.
+// ClaimGrace is how long a claim on a blob (an install under way on some
+// replica) keeps its file from every replica's sweep. Installs end in
+// seconds (a batch of a delivery's files in minutes at worst); a claim
+// older than this is a replica that crashed mid-install.
+const ClaimGrace = time.Hour
+
+// unclaimed is the condition of a blob row no live install claims.
+const unclaimed = `(claims <= 0 OR claimed < clock_timestamp() - $2 * interval '1 millisecond')`
+
+// UnusedBlobs lists up to limit blobs that nothing uses any more and no
+// install under way claims.
 func (s *Store) UnusedBlobs(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.query(ctx, `SELECT sha256 FROM blobs WHERE refs <= 0 LIMIT $1`, limit)
+	rows, err := s.query(ctx, `SELECT sha256 FROM blobs WHERE refs <= 0 AND `+unclaimed+` LIMIT $1`, limit, ClaimGrace.Milliseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -126,14 +137,89 @@ func (s *Store) UnusedBlobs(ctx context.Context, limit int) ([]string, error) {
 	return out, rows.Err()
 }
 
-// ForgetBlob removes a blob's row if nothing uses it, and reports whether
-// it did: only then may its file go.
+// ForgetBlob removes a blob's row if nothing uses it and no live install
+// claims it, and reports whether it did. Package media uses DropBlob,
+// which removes the file inside the same transaction.
 func (s *Store) ForgetBlob(ctx context.Context, sha256 string) (bool, error) {
 	if !isText(sha256) {
 		return false, nil
 	}
-	tag, err := s.exec(ctx, `DELETE FROM blobs WHERE sha256 = $1 AND refs <= 0`, sha256)
+	tag, err := s.exec(ctx, `DELETE FROM blobs WHERE sha256 = $1 AND refs <= 0 AND `+unclaimed, sha256, ClaimGrace.Milliseconds())
 	return tag.RowsAffected() > 0, err
+}
+
+// ClaimBlob records an install of the file with this sha256 under way
+// (package media's Index): the row is made if need be, its claims counted
+// up and dated by the database's clock. A replica's DropBlob or DropOrphan
+// of the same sha256 in progress is waited for.
+func (s *Store) ClaimBlob(ctx context.Context, sha256 string, size int64) error {
+	if !isText(sha256) {
+		return store.ErrNotFound
+	}
+	_, err := s.exec(ctx, `INSERT INTO blobs (sha256, size, created, claims, claimed) VALUES ($1,$2,$3,1,clock_timestamp())
+		ON CONFLICT (sha256) DO UPDATE SET claims = GREATEST(blobs.claims, 0) + 1, claimed = clock_timestamp()`, sha256, size, now())
+	return err
+}
+
+// DropBlob releases a claim (released), then with remove deletes the row
+// of a blob nothing uses and no live install claims, running remove before
+// the deletion commits (package media's Index). The deleted row stays
+// locked until then: a ClaimBlob of the same sha256 waits, and finds the
+// file gone after.
+func (s *Store) DropBlob(ctx context.Context, sha256 string, released bool, remove func() error) (bool, error) {
+	if !isText(sha256) {
+		return false, nil
+	}
+	if released {
+		// Committed on its own: a failing remove keeps the row, not the claim.
+		if _, err := s.exec(ctx, `UPDATE blobs SET claims = GREATEST(claims - 1, 0) WHERE sha256 = $1`, sha256); err != nil {
+			return false, err
+		}
+	}
+	if remove == nil {
+		return false, nil
+	}
+	gone := false
+	err := s.write(ctx, func(t *Tx) error {
+		tag, err := t.exec(`DELETE FROM blobs WHERE sha256 = $1 AND refs <= 0 AND `+unclaimed, sha256, ClaimGrace.Milliseconds())
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		gone = true
+		return remove()
+	})
+	if err != nil {
+		gone = false
+	}
+	return gone, err
+}
+
+// DropOrphan runs remove for a file no blob row names, holding its sha256
+// against claims meanwhile: a row is inserted (uncommitted, so a
+// ClaimBlob waits on it) and deleted again once remove has run.
+func (s *Store) DropOrphan(ctx context.Context, sha256 string, remove func() error) (bool, error) {
+	if !isText(sha256) {
+		return false, nil
+	}
+	gone := false
+	err := s.write(ctx, func(t *Tx) error {
+		tag, err := t.exec(`INSERT INTO blobs (sha256, size, created) VALUES ($1, 0, $2) ON CONFLICT (sha256) DO NOTHING`, sha256, now())
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // a row names it
+		}
+		if err := remove(); err != nil {
+			return err
+		}
+		if _, err := t.exec(`DELETE FROM blobs WHERE sha256 = $1`, sha256); err != nil {
+			return err
+		}
+		gone = true
+		return nil
+	})
+	if err != nil {
+		gone = false
+	}
+	return gone, err
 }
 
 // HasBlob reports whether the content store is meant to hold sha256.

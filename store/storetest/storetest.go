@@ -93,6 +93,9 @@ type Store interface {
 	HasBlob(ctx context.Context, sha256 string) (bool, error)
 	UnusedBlobs(ctx context.Context, limit int) ([]string, error)
 	ForgetBlob(ctx context.Context, sha256 string) (bool, error)
+	ClaimBlob(ctx context.Context, sha256 string, size int64) error
+	DropBlob(ctx context.Context, sha256 string, released bool, remove func() error) (bool, error)
+	DropOrphan(ctx context.Context, sha256 string, remove func() error) (bool, error)
 	ExpireUploads(ctx context.Context, before int64) (int64, error)
 
 	// Cron jobs.
