@@ -108,20 +108,3 @@ func TestAppendHistoryKnowsEveryField(t *testing.T) {
 		}
 	}
 }
-
-// plain8 never calls plain a word holding any byte that is not, wherever
-// it sits, among plain bytes of every kind.
-func TestPlain8(t *testing.T) {
-	for _, fill := range []byte{' ', 'a', '~', '!', '=', '?'} {
-		for v := range 256 {
-			for pos := range 8 {
-				w := bytes.Repeat([]byte{fill}, 8)
-				w[pos] = byte(v)
-				want := v < 0x80 && plain[v]
-				if got := plain8(string(w)); got != want {
-					t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
-				}
-			}
-		}
-	}
-}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
 // AppendFrame appends env with payload (a JSON value, written as it is)
@@ -34,14 +36,14 @@ func AppendEnvelope(dst []byte, env Envelope) []byte {
 		dst = strconv.AppendInt(dst, env.ID, 10)
 	}
 	dst = append(dst, `,"type":`...)
-	dst = appendString(dst, env.Type)
+	dst = jsontext.AppendString(dst, env.Type)
 	if env.ChatID != "" {
 		dst = append(dst, `,"chat_id":`...)
-		dst = appendString(dst, env.ChatID)
+		dst = jsontext.AppendString(dst, env.ChatID)
 	}
 	if env.ThreadID != "" {
 		dst = append(dst, `,"thread_id":`...)
-		dst = appendString(dst, env.ThreadID)
+		dst = jsontext.AppendString(dst, env.ThreadID)
 	}
 	if env.Cursor != 0 {
 		dst = append(dst, `,"cursor":`...)
@@ -57,21 +59,6 @@ func Marshal(env Envelope, p any) ([]byte, error) {
 		return nil, err
 	}
 	return AppendFrame(make([]byte, 0, len(b)+96), env, b), nil
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json
-// escapes it. Type names and lane ids are short and plain ASCII: those are
-// quoted directly, anything else goes through encoding/json.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(dst, q...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }
 
 // payloadKey follows the envelope's other members in every frame

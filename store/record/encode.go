@@ -5,9 +5,9 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/internal/jsontext"
 )
 
 // The outbox encoder, written out by hand: every durable event is encoded
@@ -41,13 +41,13 @@ func (o *obj) key(k string) {
 func (o *obj) str(k, v string) {
 	if v != "" {
 		o.key(k)
-		o.b = appendString(o.b, v)
+		o.b = jsontext.AppendString(o.b, v)
 	}
 }
 
 func (o *obj) strAlways(k, v string) {
 	o.key(k)
-	o.b = appendString(o.b, v)
+	o.b = jsontext.AppendString(o.b, v)
 }
 
 func (o *obj) int(k string, v int64) {
@@ -88,61 +88,6 @@ func (o *obj) float(k string, v float64) error {
 	return nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaped as encoding/json
-// escapes it: quotes, backslashes and control bytes; <, > and & (so the
-// text is safe inside HTML); invalid UTF-8 as U+FFFD; U+2028 and U+2029.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 func appendEvent(b []byte, ev *core.Event) ([]byte, error) {
 	o := open(b)
 	o.key("v")
@@ -169,7 +114,7 @@ func appendEvent(b []byte, ev *core.Event) ([]byte, error) {
 			if i > 0 {
 				o.b = append(o.b, ',')
 			}
-			o.b = appendString(o.b, id)
+			o.b = jsontext.AppendString(o.b, id)
 		}
 		o.b = append(o.b, ']')
 	}
