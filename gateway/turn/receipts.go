@@ -38,24 +38,29 @@ func (r *Runner) awaitReceiptLocked(p Pending) {
 		return
 	}
 	f := r.fl
-	if len(f.awaited) >= maxAwaited {
-		now := time.Now()
-		for id, a := range f.awaited {
-			if now.Sub(a.since) > receiptWait {
-				delete(f.awaited, id)
-			}
-		}
-		if len(f.awaited) >= maxAwaited {
-			return
-		}
-	}
 	if at, ok := f.early[p.Msg.ID]; ok && at.lane == p.Msg.Lane {
 		// The holder began the turn before this replica got here.
 		delete(f.early, p.Msg.ID)
 		p.Origin.SendEvent(receiptOf(p.Msg.Lane, p.Msg.ID), 0)
 		return
 	}
-	f.awaited[p.Msg.ID] = awaited{lane: p.Msg.Lane, origin: p.Origin, since: time.Now()}
+	putBounded(f.awaited, p.Msg.ID, awaited{lane: p.Msg.Lane, origin: p.Origin, since: time.Now()}, receiptWait)
+}
+
+// putBounded adds a to m unless m is full of entries younger than keep
+// (the older ones are dropped first).
+func putBounded(m map[string]awaited, id string, a awaited, keep time.Duration) {
+	if len(m) >= maxAwaited {
+		for k, e := range m {
+			if a.since.Sub(e.since) > keep {
+				delete(m, k)
+			}
+		}
+		if len(m) >= maxAwaited {
+			return
+		}
+	}
+	m[id] = a
 }
 
 // begun settles the receipt of a turn that begins here. One whose
@@ -109,17 +114,5 @@ func (r *Runner) StartedElsewhere(lk core.Lane, messageID string) {
 // before the sending replica has got from its commit to its queue (under
 // load). Bounded like awaited; kept earlyWait. r.mu is held.
 func (r *Runner) noteEarlyLocked(lk core.Lane, messageID string) {
-	f := r.fl
-	now := time.Now()
-	if len(f.early) >= maxAwaited {
-		for id, e := range f.early {
-			if now.Sub(e.since) > earlyWait {
-				delete(f.early, id)
-			}
-		}
-		if len(f.early) >= maxAwaited {
-			return
-		}
-	}
-	f.early[messageID] = awaited{lane: lk, since: now}
+	putBounded(r.fl.early, messageID, awaited{lane: lk, since: time.Now()}, earlyWait)
 }
