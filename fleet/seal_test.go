@@ -103,6 +103,15 @@ func TestForgedMessagesRefused(t *testing.T) {
 	cmds := make(chan Command, 64)
 	b := newReplica(t, st, ns.ClientURL(), func(c *Config) { c.Command = func(c Command) { cmds <- c } })
 	eventually(t, "both connected", func() bool { return a.fleet.Connected() && b.fleet.Connected() })
+	// Their subscriptions are sent as New returns; once a flush of each
+	// connection is answered the server has them (it reads a client's
+	// protocol in order), so the peer's first messages are not published
+	// into the void.
+	for _, r := range []*replica{a, b} {
+		if err := r.fleet.nc.Load().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	phone := connect(t, b, "phone")
 
 	peer, err := nats.Connect(ns.ClientURL())
@@ -144,8 +153,6 @@ func TestForgedMessagesRefused(t *testing.T) {
 		return bytes.Replace(bytes.Clone(msg), []byte(from), []byte(to), 1)
 	}
 	v1 := func(body []byte) []byte { return bytes.Replace(body, []byte(`{"v":2,`), []byte(`{"v":1,`), 1) }
-	// b's subscriptions are live once it takes a signed message on each
-	// subject (they are made asynchronously).
 	publish(frames, right.seal(frames, transient("ready"), time.Now()))
 	publish(pres, right.seal(pres, pick("ready"), time.Now()))
 	if got := phone.next(); got != "message.update 0 ready" {
