@@ -345,14 +345,7 @@ func TestLaneQueueBoundedAcrossReplicas(t *testing.T) {
 // reaches the replica that does (through the lease row): its turn stops,
 // with its text kept, and the lane goes on with what is queued.
 func TestStopThroughAnotherReplica(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	held := &gate{release: make(chan struct{})}
-	g1 := testgw.Start(t, replica(on, 1500*time.Millisecond, held)...)
-	g2 := testgw.Start(t, replica(on, 1500*time.Millisecond, held)...)
-	a := g1.Dial(t, "phone")
-	b := g2.Dial(t, "tablet")
-	send(t, a, def, "long task")
-	a.Expect("message.update", nil)
+	g1, _, a, b, _ := turnHeldOnA(t, 1500*time.Millisecond)
 	if idle := b.MustDo("agent.stop", def, map[string]any{}); idle.Type != "agent.idle" {
 		t.Fatalf("agent.stop answered %s", idle.Raw)
 	}
@@ -482,18 +475,26 @@ func TestReplicaDiesBeforeItsTurnSpeaks(t *testing.T) {
 // /status through a replica that does not run the lane says what the
 // holder runs: the store's queue, not this replica's empty memory.
 func TestStatusThroughAnotherReplica(t *testing.T) {
-	on := testgw.OnPostgres(t)
-	held := &gate{release: make(chan struct{})}
-	g1 := testgw.Start(t, replica(on, 10*time.Second, held)...)
-	g2 := testgw.Start(t, replica(on, 10*time.Second, held)...)
-	a := g1.Dial(t, "phone")
-	b := g2.Dial(t, "tablet")
-	send(t, a, def, "long task")
-	a.Expect("message.update", nil)
+	_, _, a, b, held := turnHeldOnA(t, 10*time.Second)
 	send(t, a, def, "next task")
 	send(t, b, def, "/status")
 	b.Expect("message", func(f client.Frame) bool {
 		return testgw.Str(t, f, "role") == "system" && strings.Contains(testgw.Str(t, f, "text"), "Turn running: true, queued: 1")
 	})
 	close(held.release)
+}
+
+// turnHeldOnA starts two replicas with lease ttl whose agent holds every
+// turn until released, and runs "long task" on A (g1), sent by its phone;
+// B's tablet is connected.
+func turnHeldOnA(t *testing.T, ttl time.Duration) (g1, g2 *testgw.GW, a, b *testgw.Device, held *gate) {
+	t.Helper()
+	on := testgw.OnPostgres(t)
+	held = &gate{release: make(chan struct{})}
+	g1 = testgw.Start(t, replica(on, ttl, held)...)
+	g2 = testgw.Start(t, replica(on, ttl, held)...)
+	a, b = g1.Dial(t, "phone"), g2.Dial(t, "tablet")
+	send(t, a, def, "long task")
+	a.Expect("message.update", nil)
+	return g1, g2, a, b, held
 }

@@ -40,18 +40,28 @@ func (s *Store) DuePushes(ctx context.Context, now time.Time, limit int) ([]stor
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	return scanPushes(rows, false)
+}
+
+// scanPushes reads push_queue rows in its column order (id … gen, then
+// claimed_until when claimed).
+func scanPushes(rs rows, claimed bool) ([]store.PushJob, error) {
+	defer rs.Close()
 	var out []store.PushJob
-	for rows.Next() {
+	for rs.Next() {
 		var j store.PushJob
 		var next int64
-		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen); err != nil {
+		dest := []any{&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen}
+		if claimed {
+			dest = append(dest, &j.Claim)
+		}
+		if err := rs.Scan(dest...); err != nil {
 			return nil, err
 		}
 		j.NextAt = time.UnixMilli(next)
 		out = append(out, j)
 	}
-	return out, rows.Err()
+	return out, rs.Err()
 }
 
 // PendingPushes counts queued pushes (for tests and metrics).
@@ -86,19 +96,9 @@ func (s *Store) ClaimPushes(ctx context.Context, now, until time.Time, devices, 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.PushJob
-	for rows.Next() {
-		var j store.PushJob
-		var next int64
-		if err := rows.Scan(&j.ID, &j.DeviceID, &j.Collapse, &j.Cursor, &j.Title, &j.Body, &j.ChatID, &j.ThreadID, &j.Kind, &j.Priority, &j.MessageID, &j.Attempts, &next, &j.LastErr, &j.Gen, &j.Claim); err != nil {
-			return nil, err
-		}
-		j.NextAt = time.UnixMilli(next)
-		out = append(out, j)
-	}
+	out, err := scanPushes(rows, true)
 	store.SortDue(out) // RETURNING keeps no order
-	return out, rows.Err()
+	return out, err
 }
 
 // DonePush removes a sent (or abandoned) push, unless newer news replaced
