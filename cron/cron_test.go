@@ -232,7 +232,7 @@ func TestOwedRunsRunOnceAtStart(t *testing.T) {
 	owed, _ := st.OwedCronRuns(ctx)
 	for _, q := range owed {
 		if q.CronJob == running.ID {
-			st.Write(ctx, func(tx store.Tx) error { return tx.StartTurn(q.MessageID) })
+			st.Write(ctx, func(tx store.Tx) error { return tx.StartTurn(q.MessageID, "") })
 		}
 	}
 	st.Close()

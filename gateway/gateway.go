@@ -276,11 +276,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 			// It ran when the gateway stopped: what it said is kept above;
 			// running it again could repeat its tools' side effects.
 			idle[q.Lane] = true
-			if !replied[q.Lane] && q.CronJob == "" {
-				if m, err := g.st.Message(ctx, q.MessageID); err == nil {
-					g.turns.NoteCutOff(ctx, q.Lane, m.Text) // cut off before its first word
-				}
-			}
+			g.turns.SettleCutOff(ctx, q, replied[q.Lane])
 			if err := g.commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) }, nil); err != nil {
 				return err
 			}

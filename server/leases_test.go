@@ -472,6 +472,67 @@ func TestReplicaDiesBeforeItsTurnSpeaks(t *testing.T) {
 	}
 }
 
+// speakLate is an agent whose turn says one piece when told to, then says
+// nothing more until it is stopped.
+type speakLate struct{ entered, speak chan struct{} }
+
+func (speakLate) Name() string { return "speak-late" }
+
+func (a speakLate) Run(ctx context.Context, _ agent.Turn, emit func(agent.Event)) error {
+	close(a.entered)
+	select {
+	case <-a.speak:
+		emit(agent.Event{Kind: agent.Text, Text: "half an answer"})
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A replica that dies after its reply's message.start went out and before
+// the reply's row was stored (the start is published first: issue 17)
+// leaves a bubble nothing in the store ends: the replica taking the lane
+// over finds the reply's id on the turn's row, tells the devices to drop
+// it, says the turn was cut off, and does not run it again.
+func TestReplicaDiesBeforeItsReplyIsStored(t *testing.T) {
+	on := testgw.OnPostgres(t)
+	const ttl = time.Second
+	ag := speakLate{entered: make(chan struct{}), speak: make(chan struct{})}
+	g1 := testgw.Start(t, replica(on, ttl, ag)...)
+	w := newLaneWatch(0)
+	g2 := testgw.Start(t, replica(on, ttl, w)...)
+	a := g1.Dial(t, "phone")
+	b := g2.Dial(t, "tablet")
+	send(t, a, def, "a question half answered")
+	a.Expect("agent.busy", nil)
+	select {
+	case <-ag.entered:
+	case <-time.After(testgw.Wait):
+		t.Fatal("the turn never reached the agent")
+	}
+	g1.App.Store.Close() // the replica loses its database: the row never lands
+	close(ag.speak)
+	replyID := testgw.Str(t, a.Expect("message.start", nil), "message_id")
+	a.Expect("message.update", nil)
+	b.Expect("message.deleted", func(f client.Frame) bool {
+		var p struct {
+			IDs []string `json:"message_ids"`
+		}
+		f.Decode(&p)
+		return slices.Equal(p.IDs, []string{replyID})
+	})
+	b.Expect("message", func(f client.Frame) bool {
+		return testgw.Str(t, f, "role") == "system" && strings.Contains(testgw.Str(t, f, "text"), "cut off before it answered “a question half answered”")
+	})
+	b.Expect("agent.idle", nil)
+	allTurnsEnded(t, g2.App.Store)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.inputs) != 0 {
+		t.Fatalf("the replica that took over ran %q: the cut-off turn must not run again", w.inputs)
+	}
+}
+
 // /status through a replica that does not run the lane says what the
 // holder runs: the store's queue, not this replica's empty memory.
 func TestStatusThroughAnotherReplica(t *testing.T) {

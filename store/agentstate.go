@@ -129,7 +129,17 @@ type QueuedTurn struct {
 	Lane      core.Lane
 	Running   bool
 	CronJob   string // the job a cron turn runs; empty for a person's turn
+	// ReplyID is the id the running turn's reply streams under, stored
+	// when it starts: its message.start goes out before the reply's row
+	// is committed, so recovery needs it to end a stream whose row never
+	// landed. Empty for a turn that has not started or streams nothing.
+	ReplyID string
 }
+
+// turnReplySchema keeps a running turn's reply id (QueuedTurn.ReplyID).
+const turnReplySchema = `
+ALTER TABLE turns ADD COLUMN reply_id TEXT NOT NULL DEFAULT '';
+`
 
 // CronTurnPrefix marks a cron turn's id. A cron turn stores no message (its
 // prompt is the job's, its answer a cron message posted at its end), so its
@@ -159,9 +169,9 @@ func (t *sqliteTx) QueueTurn(lane core.Lane, messageID string) error {
 	return err
 }
 
-// StartTurn marks a turn as running.
-func (t *sqliteTx) StartTurn(messageID string) error {
-	_, err := t.exec(`UPDATE turns SET running = 1 WHERE message_id = ?`, messageID)
+// StartTurn marks a turn as running, its reply streaming as replyID.
+func (t *sqliteTx) StartTurn(messageID, replyID string) error {
+	_, err := t.exec(`UPDATE turns SET running = 1, reply_id = ? WHERE message_id = ?`, replyID, messageID)
 	return err
 }
 
@@ -177,14 +187,14 @@ func (t *sqliteTx) EndTurn(messageID string) error {
 // that never started is not listed: OwedCronRuns hands it to the scheduler,
 // which makes its job due again (package cron).
 func (s *Store) Turns(ctx context.Context) ([]QueuedTurn, error) {
-	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running, reply_id FROM turns
 		WHERE running = 1 OR message_id NOT LIKE '`+CronTurnPrefix+`%' ORDER BY seq`)
 }
 
 // OwedCronRuns lists the cron turns the last run queued but never started,
 // oldest first.
 func (s *Store) OwedCronRuns(ctx context.Context) ([]QueuedTurn, error) {
-	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running, reply_id FROM turns
 		WHERE running = 0 AND message_id LIKE '`+CronTurnPrefix+`%' ORDER BY seq`)
 }
 
@@ -205,7 +215,7 @@ func (s *Store) turns(ctx context.Context, q string) ([]QueuedTurn, error) {
 	for rows.Next() {
 		var q QueuedTurn
 		var running int
-		if err := rows.Scan(&q.MessageID, &q.Lane.ChatID, &q.Lane.ThreadID, &running); err != nil {
+		if err := rows.Scan(&q.MessageID, &q.Lane.ChatID, &q.Lane.ThreadID, &running, &q.ReplyID); err != nil {
 			return nil, err
 		}
 		q.Running = running == 1

@@ -481,7 +481,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema, pushClaimSchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema, pushClaimSchema, turnReplySchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 

@@ -39,7 +39,7 @@ type Tx interface {
 	TruncateConversation(lane core.Lane, messageID string) error
 	SetLaneSettings(lane core.Lane, ls record.LaneSettings) error
 	QueueTurn(lane core.Lane, messageID string) error
-	StartTurn(messageID string) error
+	StartTurn(messageID, replyID string) error
 	EndTurn(messageID string) error
 
 	// SeeDevice records a device at hello (Store.SeeDevice) and returns

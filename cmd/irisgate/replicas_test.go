@@ -478,7 +478,7 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 		if err == nil {
 			h, err = r.st.OutboxHead(ctx)
 		}
-		asked, stops := 0, map[string]int{}
+		asked, stops, dropped := 0, map[string]int{}, map[string]bool{}
 		var texts, replies []string
 		if err == nil {
 			err = r.st.ScanEvents(ctx, 0, h, func(ev *core.Event) error {
@@ -489,6 +489,13 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 				case ev.Type == core.EvMessageStop && ev.Message != nil:
 					stops[ev.Message.ID]++
 					replies = append(replies, ev.Message.Text)
+				case ev.Type == core.EvMessageDeleted:
+					// A cut-off reply shown streaming before its row was
+					// stored is dropped (turn.Runner.SettleCutOff): its
+					// stream is ended too.
+					for _, id := range ev.MessageIDs {
+						dropped[id] = true
+					}
 				}
 				return nil
 			})
@@ -498,6 +505,12 @@ func (r *fleetRig) answeredOnce(unanswered int) {
 			if n > 1 {
 				r.t.Fatalf("reply %s ended %d times", id, n)
 			}
+		}
+		for id := range dropped {
+			if stops[id] > 0 {
+				r.t.Fatalf("reply %s both ended and dropped", id)
+			}
+			stops[id] = 1
 		}
 		if err == nil && len(stops) > asked {
 			r.t.Fatalf("%d replies ended for %d messages: a message was answered twice", len(stops), asked)
@@ -597,7 +610,9 @@ func (r *fleetRig) checkAll(want []string, everyone []*watched, moved ...*watche
 // A replica killed -9 while it runs a lane's turn, with more turns of the
 // lane queued through another replica: once its lease (--lease-ttl 1s)
 // expires the other takes the lane over, the cut-off turn is not run again
-// (its reply ends, stopped) and the queued ones are answered, each once.
+// (its reply ends, stopped; or, when the replica died before the reply's
+// row was stored, the devices are told to drop it) and the queued ones are
+// answered, each once.
 func TestReplicaKilledMidTurnIsTakenOver(t *testing.T) {
 	r := newFleetRig(t, func(r *fleetRig) {
 		r.replica(0, "--echo-delay", "2s") // the later flag wins: a turn that lasts

@@ -68,7 +68,7 @@ func (r *Runner) runCron(ctx context.Context, l *lane, t *turn, p Pending) {
 	lk, j := l.key, p.cron.job
 	// Final writes use their own context: a stopped turn still ends.
 	fin := context.Background()
-	if err := r.c.Commit(fin, func(tx store.Tx) error { return tx.StartTurn(p.Msg.ID) },
+	if err := r.c.Commit(fin, func(tx store.Tx) error { return tx.StartTurn(p.Msg.ID, "") },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "cron"}); err != nil {
 		r.log.Error("cron turn: agent.busy", "lane", lk.String(), "job", j.ID, "err", err)
 		p.cron.done(err)

@@ -336,11 +336,7 @@ func (r *Runner) endCutOff(lk core.Lane, q store.QueuedTurn) {
 			}
 		}
 	}
-	if !replied && q.CronJob == "" {
-		if m, err := r.fl.Store.Message(ctx, q.MessageID); err == nil {
-			r.NoteCutOff(ctx, lk, m.Text)
-		}
-	}
+	r.SettleCutOff(ctx, q, replied)
 	if err := r.c.Commit(ctx, func(tx store.Tx) error { return tx.EndTurn(q.MessageID) },
 		&core.Event{Type: core.EvAgentIdle, Lane: lk}); err != nil {
 		r.log.Error("turn: ending a turn cut off on another replica", "lane", lk.String(), "err", err)

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/hub"
+	"github.com/irisgate/irisgate/store"
 )
 
 // SystemMessage posts a message from the gateway itself into a lane. It is
@@ -28,6 +30,37 @@ func (r *Runner) SystemMessage(ctx context.Context, lk core.Lane, text string) {
 func (r *Runner) NoteCutOff(ctx context.Context, lk core.Lane, input string) {
 	r.SystemMessage(ctx, lk, "⚠️ The agent was cut off before it answered “"+clip(input, 80)+
 		"”: the gateway running it stopped. It is not run again by itself, since its tools may have done part of it; send it again to retry.")
+}
+
+// SettleCutOff settles what a turn cut off while it ran (the gateway or
+// replica running it stopped) left of its reply, once any reply row left
+// streaming was finished as a stopped reply (replied: one of the lane's
+// was). The reply's message.start goes out before its row is committed
+// (recorder.begin), so a reply may have been shown streaming and never
+// stored: the devices are told to drop its bubble (message.deleted,
+// outboxed for those away). A turn that leaves no reply is noted as cut
+// off. Cron turns stream nothing and post nothing here.
+func (r *Runner) SettleCutOff(ctx context.Context, q store.QueuedTurn, replied bool) {
+	if q.CronJob != "" {
+		return
+	}
+	if !replied && q.ReplyID != "" {
+		_, err := r.st.Message(ctx, q.ReplyID)
+		switch {
+		case err == nil:
+			replied = true // stored: finished, or stopped above
+		case errors.Is(err, store.ErrNotFound):
+			if err := r.c.Commit(ctx, nil, &core.Event{Type: core.EvMessageDeleted, Lane: q.Lane, MessageIDs: []string{q.ReplyID}}); err != nil {
+				r.log.Error("turn: dropping a reply cut off before it was stored", "lane", q.Lane.String(), "err", err)
+			}
+		}
+	}
+	if replied {
+		return
+	}
+	if m, err := r.st.Message(ctx, q.MessageID); err == nil {
+		r.NoteCutOff(ctx, q.Lane, m.Text)
+	}
 }
 
 // clip shortens s to at most n runes, marking the cut.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -32,9 +33,12 @@ type recorder struct {
 	replyID string
 
 	started bool // the reply's bubble exists (message.start)
-	// startErr: storing the reply's streaming row failed; the reply is
-	// stored whole at its end.
-	startErr   error
+	// saved is the commit of the reply's streaming row, queued at its
+	// start and not waited for (begin says why); savedErr its outcome
+	// once waited for.
+	saved      *commit.Pending
+	savedErr   error
+	savedKnown bool
 	lastSave   time.Time
 	reasoning  strings.Builder
 	model, cwd string
@@ -93,19 +97,35 @@ func (rec *recorder) begin() {
 	rec.t.mu.Lock()
 	rec.t.streamID = id
 	rec.t.mu.Unlock()
-	// The row is committed before message.start goes out: a device that
-	// saw the stream start is sure to see it end, even across a crash
-	// (recovery finishes the rows left streaming). Publishing first would
-	// save the commit's wait on the first token (issue 17) but leave a
-	// crash just after it with a stream no message.stop ever ends; that
-	// needs the reply's id kept with its turn, which the next round takes.
-	rec.startErr = rec.r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) },
-		&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
-	if rec.startErr != nil {
-		// The database was away a moment: the devices watch the reply
-		// stream anyway, and its end stores it whole (finish).
-		rec.r.c.Publish(&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
+	// message.start is never outboxed (spec/DECISIONS.md), so it goes out
+	// now and the row the stream is saved into is queued behind it, not
+	// waited for: the first token reaches the devices without a commit in
+	// its way (issue 17). What needs the row (the progress saves, a file's
+	// offer, the final save) is queued after it on the same commit log,
+	// which applies one goroutine's writes in order. A crash before the
+	// row lands leaves a stream no row records: the turn's row names it
+	// (StartTurn), and recovery tells the devices to drop it
+	// (SettleCutOff). A row that could not be stored is made at the end.
+	// The row is queued before the id is shown to anyone, so whatever a
+	// device asks of it (a delete) is applied after it.
+	p, err := rec.r.c.Enqueue(rec.fin, func(tx store.Tx) error { return tx.InsertMessage(m, true) }, nil)
+	if err != nil {
+		p = nil // the log has stopped: finish fails as it will
 	}
+	rec.saved = p
+	rec.r.c.Publish(&core.Event{Type: core.EvMessageStart, Lane: rec.lk, StreamID: id, Role: core.RoleAssistant})
+}
+
+// startErr waits for the reply's streaming row and says whether it was
+// stored; it waits once.
+func (rec *recorder) startErr() error {
+	if rec.saved == nil {
+		return commit.ErrStopped
+	}
+	if !rec.savedKnown {
+		rec.savedErr, rec.savedKnown = rec.saved.Wait(), true
+	}
+	return rec.savedErr
 }
 
 // text streams a piece of the reply: an update with the whole text so
@@ -178,7 +198,7 @@ func (rec *recorder) textIsReasoning(fallback string) {
 // cannot be offered is said in the lane.
 func (rec *recorder) file(path string) {
 	rec.begin()
-	startErr := rec.startErr
+	startErr := rec.startErr()
 	md, err := rec.r.host.OfferFile(rec.fin, rec.lk, rec.replyID, path)
 	if startErr == nil && err == nil {
 		rec.files = append(rec.files, md)
@@ -249,7 +269,7 @@ func (rec *recorder) finish(stopped bool, latency float64, showReasoning bool) (
 	}
 	// A streaming row that could not be stored (the database was away a
 	// moment) is made now, whole: the reply the devices watched is kept.
-	whole := rec.startErr != nil
+	whole := rec.startErr() != nil
 	rec.files = append(rec.files, spoken...)
 	t := rec.t
 	id, text := t.snapshot()

@@ -21,7 +21,7 @@ func (r *Runner) runTurn(ctx context.Context, l *lane, t *turn, p Pending) []Pen
 		p.Origin.SendEvent(&core.Event{Type: core.EvReadReceipt, Lane: lk, MessageIDs: []string{p.Msg.ID}, TS: rec.start.UnixMilli()}, 0)
 	}
 	r.begun(p)
-	if err := r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.StartTurn(p.Msg.ID) },
+	if err := r.c.Commit(rec.fin, func(tx store.Tx) error { return tx.StartTurn(p.Msg.ID, rec.replyID) },
 		&core.Event{Type: core.EvAgentBusy, Lane: lk, Reason: "processing"}); err != nil {
 		r.log.Error("turn: agent.busy", "lane", lk.String(), "err", err)
 		// Steering may already wait in the channel: no agent will take

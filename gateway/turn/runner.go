@@ -18,6 +18,7 @@ import (
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway/commit"
 	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/store/record"
@@ -28,6 +29,9 @@ type Committer interface {
 	// Commit applies fn and commits ev with it; it returns once ev is
 	// published.
 	Commit(ctx context.Context, fn func(store.Tx) error, ev *core.Event) error
+	// Enqueue queues fn and ev as Commit does and returns without waiting
+	// (the Pending's Wait says how it went).
+	Enqueue(ctx context.Context, fn func(store.Tx) error, ev *core.Event) (*commit.Pending, error)
 	// CommitLater queues a write without waiting (best effort).
 	CommitLater(fn func(store.Tx) error)
 	// Publish sends an ephemeral event now.
@@ -41,6 +45,7 @@ type Store interface {
 	Approved(ctx context.Context, grant string) (bool, error)
 	Approve(ctx context.Context, grant string) error
 	DeviceName(ctx context.Context, id string) (string, error)
+	Message(ctx context.Context, id string) (core.Message, error)
 }
 
 // Host is what the runner asks of the gateway around it.

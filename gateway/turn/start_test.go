@@ -2,6 +2,7 @@ package turn_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 
@@ -67,4 +68,71 @@ func TestReplyWithTextThenAFileEnds(t *testing.T) {
 	if stop := d.next(is(core.EvMessageStop)); stop.Message.Text != "here is the chart" {
 		t.Fatalf("message.stop %+v", stop.Message)
 	}
+}
+
+// A reply's message.start and its first update reach the devices while
+// the database is still busy with an earlier writer: they do not wait
+// for the reply's row to be committed (issue 17: first token → device).
+// The row is committed behind them, and the reply ends saved whole.
+func TestReplyStreamsBeforeItsRowIsCommitted(t *testing.T) {
+	first, rest := make(chan struct{}), make(chan struct{})
+	a := &script{fn: func(ctx context.Context, t agent.Turn, emit func(agent.Event)) error {
+		<-first
+		emit(agent.Event{Kind: agent.Text, Text: "hello"})
+		<-rest
+		emit(agent.Event{Kind: agent.Text, Text: " world"})
+		return nil
+	}}
+	rg := newRig(t, a)
+	d := rg.join("phone")
+	rg.send("hi", d)
+	d.next(is(core.EvAgentBusy))
+
+	release := holdSQLite(t, rg)
+	close(first)
+	start := d.next(is(core.EvMessageStart))
+	if up := d.next(is(core.EvMessageUpdate)); up.Text != "hello" || up.StreamID != start.StreamID {
+		t.Fatalf("first update %q of stream %s, want \"hello\" of %s", up.Text, up.StreamID, start.StreamID)
+	}
+	release()
+	close(rest)
+	stop := d.next(is(core.EvMessageStop))
+	if stop.Message.ID != start.StreamID || stop.Message.Text != "hello world" || stop.Message.Stopped {
+		t.Fatalf("message.stop %+v, want %s \"hello world\" finished", stop.Message, start.StreamID)
+	}
+	m, err := rg.st.Message(context.Background(), start.StreamID)
+	if err != nil || m.Text != "hello world" {
+		t.Fatalf("stored reply %q (%v), want \"hello world\"", m.Text, err)
+	}
+}
+
+// holdSQLite takes SQLite's write lock on the rig's database from a
+// connection of the test's own, as another writer would; release lets
+// the commit log go on.
+func holdSQLite(t *testing.T, rg *rig) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+rg.path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if done {
+			return
+		}
+		done = true
+		conn.ExecContext(ctx, "ROLLBACK")
+		conn.Close()
+		db.Close()
+	}
+	t.Cleanup(release)
+	return release
 }

@@ -132,9 +132,9 @@ func (t *Tx) QueueTurn(lane core.Lane, messageID string) error {
 	return err
 }
 
-// StartTurn marks a turn as running.
-func (t *Tx) StartTurn(messageID string) error {
-	_, err := t.exec(`UPDATE turns SET running = true WHERE message_id = $1`, messageID)
+// StartTurn marks a turn as running, its reply streaming as replyID.
+func (t *Tx) StartTurn(messageID, replyID string) error {
+	_, err := t.exec(`UPDATE turns SET running = true, reply_id = $2 WHERE message_id = $1`, messageID, replyID)
 	return err
 }
 
@@ -151,13 +151,13 @@ const cronTurn = `starts_with(message_id, '` + store.CronTurnPrefix + `')`
 // first: every person's turn, and the cron turns that were running. A cron
 // turn that never started is OwedCronRuns' (package store says why).
 func (s *Store) Turns(ctx context.Context) ([]store.QueuedTurn, error) {
-	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns WHERE running OR NOT `+cronTurn+` ORDER BY seq`)
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running, reply_id FROM turns WHERE running OR NOT `+cronTurn+` ORDER BY seq`)
 }
 
 // OwedCronRuns lists the cron turns the last run queued but never started,
 // oldest first.
 func (s *Store) OwedCronRuns(ctx context.Context) ([]store.QueuedTurn, error) {
-	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running FROM turns WHERE NOT running AND `+cronTurn+` ORDER BY seq`)
+	return s.turns(ctx, `SELECT message_id, chat_id, thread_id, running, reply_id FROM turns WHERE NOT running AND `+cronTurn+` ORDER BY seq`)
 }
 
 // ForgetTurn drops a turn's row outside the gateway's commits: the
@@ -176,7 +176,7 @@ func (s *Store) turns(ctx context.Context, q string) ([]store.QueuedTurn, error)
 	var out []store.QueuedTurn
 	for rows.Next() {
 		var q store.QueuedTurn
-		if err := rows.Scan(&q.MessageID, &q.Lane.ChatID, &q.Lane.ThreadID, &q.Running); err != nil {
+		if err := rows.Scan(&q.MessageID, &q.Lane.ChatID, &q.Lane.ThreadID, &q.Running, &q.ReplyID); err != nil {
 			return nil, err
 		}
 		q.CronJob = store.CronJobOf(q.MessageID)

@@ -32,7 +32,7 @@ func (s *Store) TakeLane(ctx context.Context, lk core.Lane, holder string, ttl t
 			WHERE l.holder = excluded.holder OR l.expires < clock_timestamp()
 			RETURNING l.stops
 		)
-		SELECT lease.stops, COALESCE((SELECT holder FROM prev), $3) <> $3, t.message_id, COALESCE(t.running, false)
+		SELECT lease.stops, COALESCE((SELECT holder FROM prev), $3) <> $3, t.message_id, COALESCE(t.running, false), COALESCE(t.reply_id, '')
 		FROM lease LEFT JOIN turns t ON t.chat_id = $1 AND t.thread_id = $2
 		ORDER BY t.seq`, lk.ChatID, lk.ThreadID, holder, ttl.Milliseconds())
 	if err != nil {
@@ -42,7 +42,7 @@ func (s *Store) TakeLane(ctx context.Context, lk core.Lane, holder string, ttl t
 	for rs.Next() {
 		var id *string
 		var q store.QueuedTurn
-		if err := rs.Scan(&out.Stops, &out.TakenOver, &id, &q.Running); err != nil {
+		if err := rs.Scan(&out.Stops, &out.TakenOver, &id, &q.Running, &q.ReplyID); err != nil {
 			return out, err
 		}
 		out.Held = true

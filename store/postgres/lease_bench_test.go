@@ -48,7 +48,7 @@ func BenchmarkLease(b *testing.B) {
 	run := func(b *testing.B, lk core.Lane, id string) {
 		for _, step := range []func(tx store.Tx) error{
 			func(tx store.Tx) error {
-				if err := tx.StartTurn(id); err != nil {
+				if err := tx.StartTurn(id, ""); err != nil {
 					return err
 				}
 				_, _, err := tx.AppendEvent(&core.Event{Type: core.EvAgentBusy, Lane: lk, TS: 1})

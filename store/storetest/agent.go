@@ -106,10 +106,10 @@ func testTurns(t *testing.T, s Store) {
 		if err := tx.QueueTurn(lane, "m1"); err != nil { // queued twice: one turn
 			return err
 		}
-		if err := tx.StartTurn("m1"); err != nil {
+		if err := tx.StartTurn("m1", "m_r1"); err != nil {
 			return err
 		}
-		if err := tx.StartTurn(cronRunning); err != nil {
+		if err := tx.StartTurn(cronRunning, ""); err != nil {
 			return err
 		}
 		return tx.EndTurn("m3")
@@ -120,9 +120,11 @@ func testTurns(t *testing.T, s Store) {
 	}
 	var got []string
 	for _, q := range ts {
-		got = append(got, q.MessageID+map[bool]string{true: "(running)"}[q.Running]+"@"+q.Lane.ChatID+"/"+q.CronJob)
+		got = append(got, q.MessageID+map[bool]string{true: "(running " + q.ReplyID + ")"}[q.Running]+"@"+q.Lane.ChatID+"/"+q.CronJob)
 	}
-	if want := "m1(running)@default/ m2@default/ " + cronRunning + "(running)@default/cron_b"; strings.Join(got, " ") != want {
+	// A running turn keeps the id its reply streams under; a cron turn
+	// streams none.
+	if want := "m1(running m_r1)@default/ m2@default/ " + cronRunning + "(running )@default/cron_b"; strings.Join(got, " ") != want {
 		t.Fatalf("turns %v, want %s", got, want)
 	}
 	owed, err := s.OwedCronRuns(bg)

@@ -70,7 +70,7 @@ func turnIDs(l store.LaneLease) []string {
 	for _, q := range l.Turns {
 		id := q.MessageID
 		if q.Running {
-			id += "(running)"
+			id += "(running" + q.ReplyID + ")"
 		}
 		out = append(out, id)
 	}
@@ -83,9 +83,9 @@ func turnIDs(l store.LaneLease) []string {
 func testLeaseOneHolder(t *testing.T, s Leaser) {
 	queueTurns(t, s, laneA, "m1", "m2")
 	queueTurns(t, s, laneB, "m3")
-	write(t, s, func(tx store.Tx) error { return tx.StartTurn("m1") })
+	write(t, s, func(tx store.Tx) error { return tx.StartTurn("m1", " r1") })
 	a := take(t, s, laneA, "A", time.Minute)
-	if !a.Held || a.TakenOver || !slices.Equal(turnIDs(a), []string{"m1(running)", "m2"}) || a.Turns[1].Lane != laneA {
+	if !a.Held || a.TakenOver || !slices.Equal(turnIDs(a), []string{"m1(running r1)", "m2"}) || a.Turns[1].Lane != laneA {
 		t.Fatalf("first take: %+v", a)
 	}
 	if b := take(t, s, laneA, "B", time.Minute); b.Held || len(b.Turns) != 0 {
@@ -127,7 +127,7 @@ func testLeaseOneHolder(t *testing.T, s Leaser) {
 // holder's renewal then no longer lists the lane.
 func testLeaseTakeover(t *testing.T, s Leaser) {
 	queueTurns(t, s, laneA, "m1")
-	write(t, s, func(tx store.Tx) error { return tx.StartTurn("m1") })
+	write(t, s, func(tx store.Tx) error { return tx.StartTurn("m1", "") })
 	// A lease of no length has expired by the next statement: no waiting.
 	if a := take(t, s, laneA, "A", 0); !a.Held {
 		t.Fatalf("take: %+v", a)

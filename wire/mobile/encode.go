@@ -138,6 +138,18 @@ func (c *codec) Frames(ev *core.Event, _ int64) []hub.Out {
 			return nil
 		}
 		outs = c.output(messageFrames(m.ID, m.Text, began, true))
+	case core.EvMessageDeleted:
+		// The protocol cannot take back what the phone was shown; the
+		// stream's state goes (a reply cut off before it was stored ends
+		// this way, with no message.stop).
+		for _, id := range ev.MessageIDs {
+			if st := c.streams[id]; st != nil {
+				if st.timer != nil {
+					st.timer.Stop()
+				}
+				delete(c.streams, id)
+			}
+		}
 	case core.EvTyping:
 		if ev.On {
 			outs = []hub.Out{{Data: mobilev1.Marshal(mobilev1.Typing{T: "typing"})}}
