@@ -50,11 +50,14 @@ const (
 	// final frame in all on the wire).
 	PaceGrowth = 20
 	// PaceGrowthDeflate is the growth for a connection whose frames are
-	// compressed (the server sets it): a frame leaves once it is a third
+	// compressed each on its own (the server sets it: the device asked for
+	// server_no_context_takeover): a frame leaves once it is a third
 	// larger. Compressed without a shared window each resend still costs
 	// about half its size, and the target there is 3 times the reply
 	// (issue 17), so fewer resends: 2.3x measured
-	// (TestStreamedReplyBytesOnTheWireBounded), where 4 gave 2.95x.
+	// (TestStreamedReplyBytesOnTheWireBounded), where 4 gave 2.95x. A
+	// device that keeps our window is paced as a plain one: each resend
+	// costs it a few bytes per 258 of the text (server/compress.go).
 	PaceGrowthDeflate = 3
 	// PaceQuiet is how long a key that sends nothing newer counts as
 	// paused: its held frame goes.
@@ -66,12 +69,15 @@ const (
 	PaceMax = 10 * time.Second
 	// PaceGap is the longest a key that has grown waits after its last
 	// frame: 1.5 s, so a watcher sees the text move (a line or so at a
-	// model's 300 B/s). It costs a slow stream's deflate connection
-	// resends: a 6 KB reply at 300 B/s (irisgate bench --scenarios ratios
-	// --ratio-modes wire) 2.52x -> 3.90x its size on the wire (gap 1 s:
-	// 5.47x, 2 s: 3.42x; the longest stillness 4.4 s -> 1.5 s), a 12 KB
-	// one about 5x (TestPaceGapBoundsASlowStream); plain connections and
-	// fast streams already move more often and pay nothing.
+	// model's 300 B/s). It cost a slow stream's deflate connection, each
+	// message compressed on its own, resends: a 6 KB reply at 300 B/s
+	// (irisgate bench --scenarios ratios --ratio-modes wire) 2.52x -> 3.90x
+	// its size on the wire (gap 1 s: 5.47x, 2 s: 3.42x; the longest
+	// stillness 4.4 s -> 1.5 s), a 12 KB one about 5x
+	// (TestPaceGapBoundsASlowStream). Compressed with the device's window
+	// (server/compress.go) the same reply costs 2.1x at a plain device's
+	// pace; plain connections and fast streams already move more often
+	// and pay nothing.
 	PaceGap = 1500 * time.Millisecond
 	// paceForget: a lane idle that long is forgotten; a frame of its key
 	// would go at once anyway (PaceMax has passed).

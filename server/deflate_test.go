@@ -24,10 +24,11 @@ type wireCount struct {
 	final         string // message.stop's final_text
 }
 
-// streamOnce has a device (offering permessage-deflate when offer is set,
-// as browsers do) ask the echo agent for text and counts its socket's
-// bytes from its dial to agent.idle.
-func streamOnce(t *testing.T, g *testgw.GW, id, text string, offer bool) wireCount {
+// streamOnce has a device (offering permessage-deflate as mode does:
+// CompressionContextTakeover offers plain "permessage-deflate", as
+// browsers do) ask the echo agent for text and counts its socket's bytes
+// from its dial to agent.idle.
+func streamOnce(t *testing.T, g *testgw.GW, id, text string, mode websocket.CompressionMode) wireCount {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testgw.Wait)
 	defer cancel()
@@ -41,10 +42,6 @@ func streamOnce(t *testing.T, g *testgw.GW, id, text string, offer bool) wireCou
 		return countedConn{c, &n}, nil
 	}}
 	defer tr.CloseIdleConnections()
-	mode := websocket.CompressionDisabled
-	if offer {
-		mode = websocket.CompressionContextTakeover // offers plain "permessage-deflate"
-	}
 	ws, resp, err := websocket.Dial(ctx, g.URL, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}, CompressionMode: mode})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
@@ -88,15 +85,17 @@ func (c countedConn) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// A device that offers permessage-deflate gets it, without context
-// takeover either way (we hold no inflate window and no compressor for
-// it), and a streamed reply costs it a fraction of the bytes it carries;
-// one that does not offer it gets plain frames; --no-deflate refuses it.
+// A device that offers permessage-deflate gets it, with
+// client_no_context_takeover (we hold no inflate window for it) and our
+// context kept for it unless it asks otherwise, and a streamed reply costs
+// it a fraction of the bytes it carries; one that asks for
+// server_no_context_takeover gets it; one that does not offer deflate gets
+// plain frames; --no-deflate refuses it.
 func TestDeflateNegotiatedWhenOffered(t *testing.T) {
 	text := words(1500) // ~10 KB
 	g := testgw.Start(t)
 
-	plain := streamOnce(t, g, "plain", text, false)
+	plain := streamOnce(t, g, "plain", text, websocket.CompressionDisabled)
 	if plain.ext != "" {
 		t.Errorf("no offer, yet extensions %q", plain.ext)
 	}
@@ -104,24 +103,33 @@ func TestDeflateNegotiatedWhenOffered(t *testing.T) {
 		t.Errorf("plain: %d bytes on the wire for %d of frames", plain.wire, plain.payload)
 	}
 
-	deflated := streamOnce(t, g, "deflated", text, true)
-	for _, want := range []string{"permessage-deflate", "client_no_context_takeover", "server_no_context_takeover"} {
-		if !strings.Contains(deflated.ext, want) {
-			t.Errorf("offered deflate: extensions %q, want %s", deflated.ext, want)
+	deflated := streamOnce(t, g, "deflated", text, websocket.CompressionContextTakeover)
+	if !strings.Contains(deflated.ext, "permessage-deflate") || !strings.Contains(deflated.ext, "client_no_context_takeover") ||
+		strings.Contains(deflated.ext, "server_no_context_takeover") {
+		t.Errorf("offered deflate: extensions %q, want permessage-deflate; client_no_context_takeover", deflated.ext)
+	}
+	// coder/websocket's no-context mode offers both no_context_takeover.
+	alone := streamOnce(t, g, "alone", text, websocket.CompressionNoContextTakeover)
+	if !strings.Contains(alone.ext, "server_no_context_takeover") || !strings.Contains(alone.ext, "client_no_context_takeover") {
+		t.Errorf("offered deflate without context: extensions %q, want both no_context_takeover", alone.ext)
+	}
+	for _, c := range []wireCount{deflated, alone} {
+		if c.wire*2 > c.payload {
+			t.Errorf("deflate (%s): %d bytes on the wire for %d of frames, want under half", c.ext, c.wire, c.payload)
 		}
 	}
-	if deflated.wire*2 > deflated.payload {
-		t.Errorf("deflate: %d bytes on the wire for %d of frames, want under half", deflated.wire, deflated.payload)
+	if deflated.wire >= alone.wire {
+		t.Errorf("with our context kept %d bytes on the wire, without it %d: want fewer", deflated.wire, alone.wire)
 	}
-	for _, c := range []wireCount{plain, deflated} {
+	for _, c := range []wireCount{plain, deflated, alone} {
 		if c.final != text {
 			t.Errorf("final text of %d bytes, want the %d echoed", len(c.final), len(text))
 		}
 	}
-	t.Logf("plain %d B on the wire for %d B of frames; deflate %d B for %d B", plain.wire, plain.payload, deflated.wire, deflated.payload)
+	t.Logf("plain %d B on the wire for %d B of frames; deflate %d B for %d B; without context %d B for %d B", plain.wire, plain.payload, deflated.wire, deflated.payload, alone.wire, alone.payload)
 
 	off := testgw.Start(t, func(c *server.AppConfig) { c.Server.NoDeflate = true })
-	refused := streamOnce(t, off, "refused", text, true)
+	refused := streamOnce(t, off, "refused", text, websocket.CompressionContextTakeover)
 	if refused.ext != "" || refused.wire < refused.payload {
 		t.Errorf("--no-deflate: extensions %q, %d bytes on the wire for %d", refused.ext, refused.wire, refused.payload)
 	}

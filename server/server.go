@@ -186,7 +186,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// Counted as waiting for its hello before the upgrade is answered, so
 	// the bounds see connections in the order they were made.
 	wait := s.waitHello(p.Addr)
-	c, err := websocket.Accept(hw, r, s.acceptOptions(pr)) // origin checked above
+	c, err := websocket.Accept(hw, r, s.acceptOptions(r, pr)) // origin checked above
 	if err != nil {
 		s.helloCame(wait)
 		s.wg.Done()

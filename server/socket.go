@@ -33,9 +33,11 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 type corkedConn struct {
 	net.Conn
 	timeout time.Duration // bounds each write(2) of a corked batch
-	// deflate: permessage-deflate was negotiated, so frames are
-	// compressed (the queue paces them with hub.PaceGrowthDeflate).
+	// deflate: permessage-deflate was negotiated, so the writer
+	// compresses frames (compress.go), with the device's window unless it
+	// asked for server_no_context_takeover.
 	deflate bool
+	dfl     deflater
 
 	// rd is the socket's reading side (idle.go).
 	rd *sockReader
@@ -136,6 +138,7 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// coder/websocket has set the response's headers by now.
 	ext := w.Header().Get("Sec-WebSocket-Extensions")
 	w.conn = &corkedConn{Conn: nc, timeout: w.timeout, deflate: strings.Contains(ext, "permessage-deflate")}
+	w.conn.dfl.window = w.conn.deflate && !strings.Contains(ext, "server_no_context_takeover")
 	// coder/websocket reads the socket it is handed (w.conn, whose Read is
 	// rd's) behind the bytes the reader it is handed holds.
 	w.conn.rd = newSockReader(nc, nil)

@@ -31,7 +31,10 @@ type writer struct {
 // the writer whenever frames wait, except the writer due now, which the
 // caller runs itself when it returns true (hub.Conn.DriveHere).
 func (w *writer) startHere() bool {
-	if w.sock.deflate {
+	if w.sock.deflate && !w.sock.dfl.window {
+		// Each message compressed on its own: resends cost about half
+		// their size, so fewer of them. With the device's window they
+		// cost little, and the pacing is a plain device's.
 		w.conn.SetPaceGrowth(hub.PaceGrowthDeflate)
 	}
 	return w.conn.DriveHere(w.drain)
@@ -89,6 +92,12 @@ func (w *writer) write(buf []hub.Out) error {
 	w.sock.cork()
 	var err error
 	for _, o := range buf {
+		if w.sock.deflate && len(o.Data) >= deflateMin {
+			if err = w.writeDeflated(o); err != nil {
+				break
+			}
+			continue
+		}
 		typ := websocket.MessageText
 		if o.Binary {
 			typ = websocket.MessageBinary
@@ -108,6 +117,24 @@ func (w *writer) write(buf []hub.Out) error {
 	}
 	w.out.Add(float64(len(buf)))
 	return nil
+}
+
+var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeDeflated writes o compressed (compress.go), its frame in one Write.
+func (w *writer) writeDeflated(o hub.Out) error {
+	bp := frameBufs.Get().(*[]byte)
+	defer frameBufs.Put(bp)
+	f, off, err := w.sock.dfl.frame(*bp, o.Data, o.Binary, o.Key != "")
+	*bp = f[:0]
+	if cap(f) > 4*windowSize {
+		*bp = nil // a large frame's buffer is not kept in the pool
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.sock.Write(f[off:])
+	return err
 }
 
 func (w *writer) closeSocket(err error) {
