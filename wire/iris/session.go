@@ -186,5 +186,5 @@ func (s *Session) failed(id int64, err error) {
 func (s *Session) caller(id int64) gateway.Caller { return gateway.Caller{Conn: s.conn, ReqID: id} }
 
 func (s *Session) reply(id int64, typ irisv1.FrameType, lane core.Lane, p any) {
-	s.conn.Send(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
+	s.conn.SendHere(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
 }
