@@ -13,6 +13,7 @@ import (
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/internal/testgw"
 )
 
@@ -72,6 +73,42 @@ func BenchmarkRoundTrip(b *testing.B) {
 						}
 						break
 					}
+				}
+				lat = append(lat, time.Since(t))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+		})
+	}
+}
+
+// BenchmarkHello is a new device's handshake (dial, hello, hello.ack), one
+// after another, with the gateway's fixed token and with a stored one
+// (whose use the hello records, at most every gateway.TouchEvery).
+//
+//	go test ./server -run '^$' -bench 'Hello$' -benchtime 2000x
+func BenchmarkHello(b *testing.B) {
+	for _, stored := range []bool{false, true} {
+		name := "fixed-token"
+		if stored {
+			name = "stored-token"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := testgw.Start(b)
+			tok := testgw.Token
+			if stored {
+				var err error
+				if tok, _, err = gateway.CreateToken(context.Background(), g.App.Store, "bench", ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t := time.Now()
+				if typ, err := benchHello(context.Background(), g.URL, tok, fmt.Sprint("hs-", i)); err != nil || typ != "hello.ack" {
+					b.Fatalf("hello %d: %s %v", i, typ, err)
 				}
 				lat = append(lat, time.Since(t))
 			}
