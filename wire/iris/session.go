@@ -2,7 +2,6 @@ package iris
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -27,12 +26,7 @@ type Config struct {
 
 // Is reports whether data looks like an Iris frame (a "type" member), which
 // is how the server picks the dialect from the first frame.
-func Is(data []byte) bool {
-	var probe struct {
-		Type *string `json:"type"`
-	}
-	return json.Unmarshal(data, &probe) == nil && probe.Type != nil
-}
+func Is(data []byte) bool { return irisv1.HasType(data) }
 
 // Session is one authenticated Iris connection.
 type Session struct {
