@@ -157,3 +157,64 @@ func TestCreateTokenStoresItsHash(t *testing.T) {
 		t.Fatalf("stored %+v", toks)
 	}
 }
+
+// agedTokens is a real store whose tokens' last use reads as age ago,
+// counting the uses recorded.
+type agedTokens struct {
+	*store.Store
+	age     time.Duration
+	touches int
+}
+
+func (a *agedTokens) Tokens(ctx context.Context) ([]store.Token, error) {
+	toks, err := a.Store.Tokens(ctx)
+	for i := range toks {
+		if !toks[i].LastUsed.IsZero() {
+			toks[i].LastUsed = toks[i].LastUsed.Add(-a.age)
+		}
+	}
+	return toks, err
+}
+
+func (a *agedTokens) TouchToken(ctx context.Context, id string) error {
+	a.touches++
+	return a.Store.TouchToken(ctx, id)
+}
+
+// A hello records its token's use when the last record is TouchEvery old
+// (or absent, or in the future), not at every hello.
+func TestAdmitTouchesTokenAtMostEveryTouchEvery(t *testing.T) {
+	st := &agedTokens{Store: authStore(t)}
+	ctx := context.Background()
+	tok, rec, err := CreateToken(ctx, st, "phone", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthWith(st, AuthConfig{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hello := func() {
+		t.Helper()
+		if g, err := a.Admit(ctx, Attempt{Dialect: DialectIris, Addr: "10.0.0.1", Token: tok, Device: "phone"}); err != nil || g.TokenID != rec.ID {
+			t.Fatalf("hello: %+v %v", g, err)
+		}
+	}
+	for _, c := range []struct {
+		age  time.Duration
+		want int
+	}{
+		{0, 1},                        // never used: recorded
+		{0, 1},                        // just recorded: not again
+		{TouchEvery - time.Second, 1}, // still fresh
+		{TouchEvery + time.Second, 2}, // stale: recorded
+		{-time.Hour - TouchEvery, 3},  // in the future (a clock set back): recorded
+	} {
+		st.age = c.age
+		hello()
+		if st.touches != c.want {
+			t.Fatalf("last use %v old: %d uses recorded, want %d", c.age, st.touches, c.want)
+		}
+	}
+	toks, _ := st.Store.Tokens(ctx)
+	if len(toks) != 1 || time.Since(toks[0].LastUsed) > time.Minute {
+		t.Fatalf("the last use stored: %+v", toks)
+	}
+}

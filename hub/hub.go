@@ -72,6 +72,17 @@ func (c *Conn) Drive(start func()) { c.q.drive(start) }
 // scheduled.
 func (c *Conn) DriveHere(start func()) bool { return c.q.driveHere(start) }
 
+// Hold is called by the read loop before it handles a frame, Release
+// after: the replies queued meanwhile with SendHere are left for the
+// loop to write (Release true: run the writer, as DriveHere's caller
+// does), which spares a round trip a goroutine start and the wake of
+// another thread. Frames queued with Send start a writer as ever.
+func (c *Conn) Hold() { c.q.hold() }
+
+// Release ends Hold; true means frames wait and the caller must run the
+// writer itself.
+func (c *Conn) Release() bool { return c.q.release() }
+
 // Next returns the queued frames without waiting. No frames and a nil
 // error end the writer's turn; an error means the connection is closed
 // and everything queued before the close has been returned.
@@ -130,6 +141,13 @@ func (c *Conn) Unproved() {
 // Send queues a frame for this connection alone; false means the queue
 // overflowed and the connection is being closed.
 func (c *Conn) Send(o Out) bool { return c.q.push(o) }
+
+// SendHere is Send for a reply of the read loop to the frame it handles:
+// while the loop holds the connection (Hold), no writer is started for
+// it, the loop writes it at Release. From any other goroutine, or outside
+// Hold, it is Send: at worst a reply waits for the end of the frame the
+// loop is handling.
+func (c *Conn) SendHere(o Out) bool { return c.q.pushHere(o) }
 
 // SendWait queues a frame, waiting for room (for replays and pulls). A
 // replayed frame (one per cursor) that reached the connection live since

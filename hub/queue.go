@@ -59,6 +59,12 @@ type queue struct {
 	// finds nothing to do.
 	start   func()
 	running bool
+	// holding: the connection's read loop is handling a frame (hold), and
+	// a reply it queues (pushHere) waits for the loop to write it after
+	// the frame (release) instead of for a writer goroutine to be started
+	// and scheduled; due: such a reply waits. Other frames start a writer
+	// as ever, which takes the waiting reply along.
+	holding, due bool
 
 	// Pacing of keyed frames (pace.go), made on the first one.
 	lanes   map[string]*lane
@@ -113,7 +119,13 @@ func (q *queue) noteSent(o Out) {
 }
 
 // push adds o; it reports false (and closes the queue) when the cap is hit.
-func (q *queue) push(o Out) bool {
+func (q *queue) push(o Out) bool { return q.pushFrom(o, false) }
+
+// pushHere is push for a reply the read loop makes while it holds the
+// queue: no writer is started for it, release says one is due.
+func (q *queue) pushHere(o Out) bool { return q.pushFrom(o, true) }
+
+func (q *queue) pushFrom(o Out, here bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed != nil {
@@ -149,9 +161,47 @@ func (q *queue) push(o Out) bool {
 	q.bytes += q.charge(o)
 	q.size += len(o.Data)
 	q.noteSent(o)
+	if here && q.holding && q.start != nil && !q.running {
+		q.due = true
+		return true
+	}
 	q.kick()
 	return true
 }
+
+// hold marks the read loop's handling of a frame: its replies (pushHere)
+// wait for release.
+func (q *queue) hold() {
+	q.mu.Lock()
+	q.holding = true
+	q.mu.Unlock()
+}
+
+// release ends hold. True means replies wait and no writer runs: the
+// caller must run the writer itself, as if the queue had started it.
+func (q *queue) release() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.holding = false
+	due := q.due
+	q.due = false
+	if !due || q.running || (len(q.items) == 0 && q.closed == nil) {
+		return false
+	}
+	if q.size > hereMax || q.closed != nil {
+		// Much to write, which may wait for the device to read, or a
+		// close handshake: a writer of its own, the loop reads on.
+		q.kick()
+		return false
+	}
+	q.running = true
+	return true
+}
+
+// hereMax bounds the bytes a read loop writes itself at release: a
+// reply or two (a page of history), which leave in one write(2) at once
+// unless the device has stopped reading.
+const hereMax = 64 << 10
 
 // kick wakes whoever drains the queue; q.mu is held.
 func (q *queue) kick() {
@@ -259,6 +309,12 @@ func (q *queue) pushWait(ctx context.Context, o Out) error {
 		}
 		if q.room == nil {
 			q.room = make(chan struct{}, 1)
+		}
+		if q.due {
+			// A reply left for release fills the queue: the writer goes
+			// now, or this waits for the read loop's frame to end.
+			q.due = false
+			q.kick()
 		}
 		room := q.room
 		q.mu.Unlock()

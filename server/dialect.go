@@ -185,8 +185,14 @@ func (s *Server) serve(l *live) {
 			// any other frame: see prober.
 			break
 		}
+		// The replies the frame gets are written from here, after it
+		// (hub.Conn.Hold): a round trip waits for no writer goroutine.
+		conn.Hold()
 		stop := s.handleFrame(ctx, conn, l.sess, l.d.Name(), typ, data)
 		release()
+		if conn.Release() {
+			l.w.drain()
+		}
 		if stop {
 			break
 		}

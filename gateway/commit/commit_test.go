@@ -417,3 +417,59 @@ func TestShutdownDrainsThePublisher(t *testing.T) {
 		t.Fatalf("a write after shutdown answered %v", err)
 	}
 }
+
+// A write without an event, committed while an earlier batch's event is
+// still being published, returns only after that event is published: the
+// committer tells such writers itself only when the publisher has nothing
+// left of earlier batches.
+func TestWriteWithoutEventWaitsForEarlierPublishes(t *testing.T) {
+	st := openStore(t)
+	pub := newWatch(st)
+	ws := wrote{st, make(chan error, 16)}
+	l := New(ws, pub, quiet, Config{})
+	defer run(l)()
+	var once sync.Once
+	release := func() { once.Do(func() { close(pub.release) }) }
+	defer release()
+	ctx := context.Background()
+
+	// With the publisher idle, an event-less write returns at once.
+	if err := l.Commit(ctx, putChannel("chan_a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	<-ws.done
+
+	first := make(chan error, 1)
+	go func() { first <- l.Commit(ctx, putChannel("chan_n"), idle("hold")) }()
+	select {
+	case <-pub.entered:
+	case <-time.After(wait):
+		t.Fatal("the first batch never reached the publisher")
+	}
+	<-ws.done
+	second := make(chan error, 1)
+	go func() { second <- l.Commit(ctx, putChannel("chan_m"), nil) }()
+	<-ws.done
+	// It is committed; it must now wait behind the held event.
+	for deadline := time.Now().Add(wait); l.publishing.Load() < 2; {
+		select {
+		case err := <-second:
+			t.Fatalf("the event-less write returned (%v) while an earlier event was unpublished", err)
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event-less write was never handed to the publisher")
+		}
+	}
+	release()
+	for _, c := range []chan error{first, second} {
+		select {
+		case err := <-c:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(wait):
+			t.Fatal("a Commit never returned")
+		}
+	}
+}

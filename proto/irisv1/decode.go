@@ -40,6 +40,7 @@ type inEnvelope struct {
 	ChatID   *string         `json:"chat_id"`
 	ThreadID *string         `json:"thread_id"`
 	Payload  json.RawMessage `json:"payload"`
+	typed    bool            // scanEnvelope saw a type member
 }
 
 // DecodeRequest parses a frame's envelope. Every error is a *DecodeError
@@ -48,7 +49,11 @@ type inEnvelope struct {
 // absent "v" is taken for Version; any other is ErrVersion.
 func DecodeRequest(data []byte) (*Request, error) {
 	var env inEnvelope
-	err := json.Unmarshal(data, &env)
+	var err error
+	if !scanEnvelope(data, &env) {
+		env = inEnvelope{}
+		err = json.Unmarshal(data, &env)
+	}
 	var te *json.UnmarshalTypeError
 	if err != nil && !errors.As(err, &te) {
 		return nil, &DecodeError{Err: fmt.Errorf("malformed frame: %s", jsonError(err))}
@@ -78,6 +83,19 @@ func DecodeRequest(data []byte) (*Request, error) {
 		r.ThreadID = *env.ThreadID
 	}
 	return r, nil
+}
+
+// HasType reports whether data is a JSON object with a string "type"
+// member, which is how an Iris frame is told from others.
+func HasType(data []byte) bool {
+	var env inEnvelope
+	if scanEnvelope(data, &env) {
+		return env.typed
+	}
+	var probe struct {
+		Type *string `json:"type"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Type != nil
 }
 
 // DecodePayload reads r's payload into v (a pointer to the payload type).

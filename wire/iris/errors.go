@@ -13,7 +13,7 @@ func fatal(id int64, err error, reason string) *Fatal {
 }
 
 func (s *Session) sendError(id int64, err error) {
-	s.conn.Send(hub.Out{Data: errorFrame(id, core.AsError(err))})
+	s.conn.SendHere(hub.Out{Data: errorFrame(id, core.AsError(err))})
 }
 
 // errorFrame is the one place a core error becomes an Iris error frame.

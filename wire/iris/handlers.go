@@ -117,7 +117,7 @@ func (s *Session) history(ctx context.Context, r *irisv1.Request, p *irisv1.Hist
 		s.reply(r.ID, irisv1.TypeHistory, lane, h)
 		return nil
 	}
-	s.conn.Send(hub.Out{Data: append(frame, '}')})
+	s.conn.SendHere(hub.Out{Data: append(frame, '}')})
 	return nil
 }
 

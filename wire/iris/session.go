@@ -2,7 +2,6 @@ package iris
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -27,12 +26,7 @@ type Config struct {
 
 // Is reports whether data looks like an Iris frame (a "type" member), which
 // is how the server picks the dialect from the first frame.
-func Is(data []byte) bool {
-	var probe struct {
-		Type *string `json:"type"`
-	}
-	return json.Unmarshal(data, &probe) == nil && probe.Type != nil
-}
+func Is(data []byte) bool { return irisv1.HasType(data) }
 
 // Session is one authenticated Iris connection.
 type Session struct {
@@ -186,5 +180,5 @@ func (s *Session) failed(id int64, err error) {
 func (s *Session) caller(id int64) gateway.Caller { return gateway.Caller{Conn: s.conn, ReqID: id} }
 
 func (s *Session) reply(id int64, typ irisv1.FrameType, lane core.Lane, p any) {
-	s.conn.Send(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
+	s.conn.SendHere(hub.Out{Data: marshal(irisv1.Envelope{V: Version, ID: id, Type: typ, ChatID: lane.ChatID, ThreadID: lane.ThreadID}, p)})
 }
