@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/gateway"
+	"github.com/irisgate/irisgate/internal/sqlitetest"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/proto/irisv1"
 	"github.com/irisgate/irisgate/server"
@@ -73,31 +73,7 @@ func answersOf(t *testing.T, d *testgw.Device, from int64, n int) []client.Frame
 // group commit waits (busy_timeout) with whatever it queued; release lets
 // it go.
 func holdWrites(t *testing.T, g *testgw.GW) (release func()) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(g.Dir, server.DBFile)+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	release = func() {
-		if done {
-			return
-		}
-		done = true
-		conn.ExecContext(ctx, "ROLLBACK")
-		conn.Close()
-		db.Close()
-	}
-	t.Cleanup(release)
-	return release
+	return sqlitetest.HoldWriteLock(t, filepath.Join(g.Dir, server.DBFile))
 }
 
 // fourLanes makes four channels for a pipeline to rotate over.

@@ -2,13 +2,13 @@ package turn_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 
 	"github.com/irisgate/irisgate/agent"
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway/commit"
+	"github.com/irisgate/irisgate/internal/sqlitetest"
 	"github.com/irisgate/irisgate/store"
 )
 
@@ -106,33 +106,8 @@ func TestReplyStreamsBeforeItsRowIsCommitted(t *testing.T) {
 	}
 }
 
-// holdSQLite takes SQLite's write lock on the rig's database from a
-// connection of the test's own, as another writer would; release lets
-// the commit log go on.
+// holdSQLite takes SQLite's write lock on the rig's database, as another
+// writer would; release lets the commit log go on.
 func holdSQLite(t *testing.T, rg *rig) (release func()) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+rg.path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	release = func() {
-		if done {
-			return
-		}
-		done = true
-		conn.ExecContext(ctx, "ROLLBACK")
-		conn.Close()
-		db.Close()
-	}
-	t.Cleanup(release)
-	return release
+	return sqlitetest.HoldWriteLock(t, rg.path)
 }

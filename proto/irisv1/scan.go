@@ -329,12 +329,7 @@ func skipNumber(data []byte, i int) int {
 		return -1
 	}
 	if i < len(data) && data[i] == '.' {
-		i++
-		d := i
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(data, i+1); i < 0 {
 			return -1
 		}
 	}
@@ -343,13 +338,22 @@ func skipNumber(data []byte, i int) int {
 		if i < len(data) && (data[i] == '+' || data[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(data, i); i < 0 {
 			return -1
 		}
+	}
+	return i
+}
+
+// digits skips the run of at least one digit at data[i:] and returns
+// where it ends; -1 when there is none.
+func digits(data []byte, i int) int {
+	d := i
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	if i == d {
+		return -1
 	}
 	return i
 }
