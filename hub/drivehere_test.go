@@ -11,17 +11,7 @@ import (
 // would.
 func TestDriveHereLeavesTheFirstWriterToTheCaller(t *testing.T) {
 	started := make(chan struct{}, 4)
-	writer := func(q *queue) func() {
-		return func() {
-			started <- struct{}{}
-			for {
-				buf, err := q.next(nil)
-				if len(buf) == 0 || err != nil {
-					return
-				}
-			}
-		}
-	}
+	writer := func(q *queue) func() { return countingWriter(q, started) }
 	q := newQueue(10, 1<<20)
 	if q.driveHere(writer(q)) {
 		t.Fatal("driveHere on an empty queue asked its caller to write")

@@ -200,16 +200,7 @@ func TestCommitsWhilePublishing(t *testing.T) {
 	}
 
 	release()
-	for _, c := range []chan error{first, second} {
-		select {
-		case err := <-c:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(wait):
-			t.Fatal("a Commit never returned")
-		}
-	}
+	allReturned(t, first, second)
 	if got, want := pub.published(), []int64{held.Cursor, next.Cursor}; !slices.Equal(got, want) || next.Cursor != held.Cursor+1 {
 		t.Fatalf("published %v, want %v", got, want)
 	}
@@ -462,7 +453,14 @@ func TestWriteWithoutEventWaitsForEarlierPublishes(t *testing.T) {
 		}
 	}
 	release()
-	for _, c := range []chan error{first, second} {
+	allReturned(t, first, second)
+}
+
+// allReturned waits for each Commit's outcome on cs, failing on an error
+// or on one that never returns.
+func allReturned(t *testing.T, cs ...chan error) {
+	t.Helper()
+	for _, c := range cs {
 		select {
 		case err := <-c:
 			if err != nil {
