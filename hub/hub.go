@@ -200,6 +200,10 @@ type device struct {
 	proven Intervals
 	dirty  bool
 	conns  int
+	// floor is the lowest cursor retention keeps (DropBelow): a frame
+	// below it that was written before the prune and proven after it
+	// is not added back.
+	floor  int64
 	saving sync.Mutex    // one save at a time, so an older set never lands last
 	notify chan struct{} // made by a waiter (WaitProven), closed by the next proof
 }
@@ -207,7 +211,9 @@ type device struct {
 func (d *device) prove(cursors []int64) {
 	d.mu.Lock()
 	for _, c := range cursors {
-		d.proven.Add(c, c)
+		if c >= d.floor {
+			d.proven.Add(c, c)
+		}
 	}
 	d.dirty = true
 	if d.notify != nil {
@@ -331,6 +337,7 @@ func (h *Hub) AddLoaded(ctx context.Context, deviceID string, codec Codec, greet
 		}
 		d = &device{proven: FromRanges(proven)}
 		h.mu.RLock()
+		d.floor = h.floor
 		d.proven.DropBelow(h.floor)
 		h.mu.RUnlock()
 	}
@@ -462,6 +469,7 @@ func (h *Hub) DropBelow(floor int64) {
 	h.mu.Unlock()
 	for _, d := range devs {
 		d.mu.Lock()
+		d.floor = max(d.floor, floor)
 		if d.proven.Len() > 0 && d.proven.r[0].lo < floor {
 			d.proven.DropBelow(floor)
 			d.dirty = true

@@ -81,3 +81,27 @@ func TestAddLoadedUsesProofsReadAtHello(t *testing.T) {
 		t.Fatalf("%d loads, want 2: a Loaded without Ok must load", ps.loads)
 	}
 }
+
+// A frame written before retention pruned it and proven after does not
+// come back into the device's set below the floor: a device connected
+// for months keeps a set of frames that still exist.
+func TestProofAfterPruneStaysAboveTheFloor(t *testing.T) {
+	ctx := context.Background()
+	ps := &countingProofs{sets: map[string][]core.CursorRange{}}
+	h := hub.New(ps, slog.New(slog.NewTextHandler(io.Discard, nil)), hub.DefaultLimits)
+	c, _, err := h.AddLoaded(ctx, "phone", noFrames{}, nil, hub.Loaded{Saves: h.Saves()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Wrote([]hub.Out{{Cursor: 3}, {Cursor: 4}, {Cursor: 5}})
+	c.Cover()
+	h.DropBelow(5) // pruned 1-4 while the ping was in flight
+	c.Proved()
+	if c.Proven(3) || c.Proven(4) || !c.Proven(5) {
+		t.Fatalf("Proven(3, 4, 5) = %v, %v, %v; want only 5: 3 and 4 are pruned", c.Proven(3), c.Proven(4), c.Proven(5))
+	}
+	h.Remove(c)
+	if got := ps.sets["phone"]; len(got) != 1 || got[0] != (core.CursorRange{Lo: 5, Hi: 5}) {
+		t.Fatalf("saved set %v, want 5-5", got)
+	}
+}
