@@ -111,6 +111,33 @@ func getCompressor(window bool) (*compressor, *sync.Pool) {
 // maxHeader is a server frame's longest header (unmasked, 64-bit length).
 const maxHeader = 10
 
+// frameHeader puts in h the header of a whole (FIN) server message of n
+// payload bytes, RSV1 set when compressed (RFC 6455 section 5.2, RFC
+// 7692 section 6), and returns its length.
+func frameHeader(h *[maxHeader]byte, compressed, binaryMsg bool, n int) int {
+	op := byte(0x1) // text
+	if binaryMsg {
+		op = 0x2
+	}
+	h[0] = 0x80 | op // FIN
+	if compressed {
+		h[0] |= 0x40
+	}
+	switch {
+	case n < 126:
+		h[1] = byte(n)
+		return 2
+	case n <= 0xffff:
+		h[1] = 126
+		binary.BigEndian.PutUint16(h[2:], uint16(n))
+		return 4
+	default:
+		h[1] = 127
+		binary.BigEndian.PutUint64(h[2:], uint64(n))
+		return 10
+	}
+}
+
 var errDeflate = errors.New("deflate: no sync marker")
 
 // frame puts in dst (reused) a whole WebSocket message of p, compressed
@@ -145,26 +172,8 @@ func (d *deflater) frame(dst, p []byte, binaryMsg, keyed bool) (buf []byte, off 
 	} else {
 		d.last = nil
 	}
-	payload := len(dst) - maxHeader
-	op := byte(0x1) // text
-	if binaryMsg {
-		op = 0x2
-	}
 	var h [maxHeader]byte
-	h[0] = 0x80 | 0x40 | op // FIN, RSV1 (compressed)
-	hl := 2
-	switch {
-	case payload < 126:
-		h[1] = byte(payload)
-	case payload <= 0xffff:
-		h[1] = 126
-		binary.BigEndian.PutUint16(h[2:], uint16(payload))
-		hl = 4
-	default:
-		h[1] = 127
-		binary.BigEndian.PutUint64(h[2:], uint64(payload))
-		hl = 10
-	}
+	hl := frameHeader(&h, true, binaryMsg, len(dst)-maxHeader)
 	off = maxHeader - hl
 	copy(dst[off:], h[:hl])
 	return dst, off, nil

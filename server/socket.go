@@ -71,6 +71,47 @@ func (c *corkedConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// writeMessage writes p as one whole uncompressed message, its header
+// and payload appended to the cork together (one copy, no lock but the
+// cork's). Like writeDeflated's frames, it goes between the frames
+// coder/websocket writes (compress.go says why that is safe).
+func (c *corkedConn) writeMessage(binaryMsg bool, p []byte) error {
+	var h [maxHeader]byte
+	hl := frameHeader(&h, false, binaryMsg, len(p))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked || hl+len(p) >= corkMax {
+		return c.writeWholeLocked(h[:hl], p)
+	}
+	if len(*c.buf)+hl+len(p) > corkMax {
+		if err := c.flushLocked(); err != nil {
+			return err
+		}
+	}
+	b := append(*c.buf, h[:hl]...)
+	*c.buf = append(b, p...)
+	return nil
+}
+
+// writeWholeLocked writes a message too large for the cork (or with the
+// socket uncorked) after what the cork holds: two writes, no copy.
+func (c *corkedConn) writeWholeLocked(h, p []byte) error {
+	if c.corked {
+		if err := c.flushLocked(); err != nil {
+			return err
+		}
+	}
+	bufs := net.Buffers{h, p}
+	c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := bufs.WriteTo(c.Conn)
+	if c.corked {
+		c.deadline = true // uncork clears it
+	} else {
+		c.Conn.SetWriteDeadline(time.Time{})
+	}
+	return err
+}
+
 // cork holds writes back until uncork.
 func (c *corkedConn) cork() {
 	c.mu.Lock()

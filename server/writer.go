@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -98,11 +97,10 @@ func (w *writer) write(buf []hub.Out) error {
 			}
 			continue
 		}
-		typ := websocket.MessageText
-		if o.Binary {
-			typ = websocket.MessageBinary
-		}
-		if err = w.c.Write(context.Background(), typ, o.Data); err != nil {
+		// Framed here rather than by coder/websocket: its Write took
+		// ~1.5 us a frame of a fan-out burst (locks, a flush per message
+		// through its buffer), the append ~0.2 us.
+		if err = w.sock.writeMessage(o.Binary, o.Data); err != nil {
 			break
 		}
 	}
