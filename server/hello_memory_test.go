@@ -106,17 +106,21 @@ func TestHelloSyncCursorIsTheHeadAcrossRestarts(t *testing.T) {
 	}
 }
 
-// A hello records its device (name, token, last seen) before hello.ack,
-// in the group commit, and reports the device's last_pushed_cursor read in
-// the same statement: the row is there for push and the stale-device
-// sweep once the device has its ack, and a crash after it loses nothing.
+// A hello records its device (name, token, last seen) in the group
+// commit without waiting for it: hello.ack comes while another writer
+// holds SQLite's lock, and the row is there once anything the device
+// does next is committed (one log, in order). The ack reports the
+// device's last_pushed_cursor, read from its row.
 func TestHelloRecordsTheDevice(t *testing.T) {
 	g := testgw.Start(t)
 	st := g.SQLite(t)
 	ctx := context.Background()
-	a := g.Dial(t, "phone") // named "phone" by testgw
+	release := holdWrites(t, g)
+	a := g.Dial(t, "phone") // named "phone" by testgw; acked with the lock held
+	release()
+	send(t, a, def, "after the hello") // committed after the device's row
 	if name, err := st.DeviceName(ctx, "phone"); err != nil || name != "phone" {
-		t.Fatalf("after hello.ack the device's name is %q (%v), want phone", name, err)
+		t.Fatalf("after a commit behind the hello the device's name is %q (%v), want phone", name, err)
 	}
 	dev, err := st.Device(ctx, "phone")
 	if err != nil || dev.TokenID == "" {
@@ -132,5 +136,25 @@ func TestHelloRecordsTheDevice(t *testing.T) {
 	}
 	if got := g.Dial(t, "phone").HelloAck().LastPushedCursor; got != 7 {
 		t.Fatalf("last_pushed_cursor after a push woke it at 7: %d", got)
+	}
+}
+
+// A hello that carries a push address waits for its row: the address is
+// durable once hello.ack is sent, so a push can wake the device even if
+// the gateway stops right after.
+func TestHelloPushAddressIsDurableAtAck(t *testing.T) {
+	g := testgw.Start(t)
+	st := g.SQLite(t)
+	r := dialRaw(t, g)
+	hello := helloFrame(testgw.Token, "phone")
+	hello["payload"].(map[string]any)["ntfy_topic"] = "irisgate-phone-topic-1"
+	r.writeJSON(hello)
+	ack, err := r.read()
+	if err != nil || ack.Type != "hello.ack" {
+		t.Fatalf("hello answered %s (%v)", ack.Raw, err)
+	}
+	dev, err := st.Device(context.Background(), "phone")
+	if err != nil || dev.NtfyTopic != "irisgate-phone-topic-1" {
+		t.Fatalf("at hello.ack the device row is %+v (%v), want its ntfy topic", dev, err)
 	}
 }

@@ -205,6 +205,24 @@ func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, 
 	return record.DecodeProven(proven), nil
 }
 
+// HelloState reads what a hello tells a known device, in one statement:
+// the newest cursor that woke it (as LastPushed) and its proven cursors
+// (as LoadProofs); zero values for a device never seen.
+func (s *Store) HelloState(ctx context.Context, id string) (lastPushed int64, proven []core.CursorRange, err error) {
+	var enc string
+	err = s.queryRow(ctx, `SELECT last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).Scan(&lastPushed, &enc)
+	if err == sql.ErrNoRows {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if enc != "" {
+		proven = record.DecodeProven(enc)
+	}
+	return lastPushed, proven, nil
+}
+
 // SaveProofs stores the device's proven cursors, replacing the old set.
 func (s *Store) SaveProofs(ctx context.Context, id string, proven []core.CursorRange) error {
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)
