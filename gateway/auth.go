@@ -53,6 +53,8 @@ type Auth struct {
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by StopDelays
+
+	cache tokenCache // authcache.go
 }
 
 // AuthConfig configures NewAuthWith.
@@ -331,19 +333,19 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if a.fixed != nil && eq(a.fixed) && !matched {
 		matched, g.TokenID = true, "env"
 	}
-	toks, err := a.st.Tokens(ctx)
+	toks, cached, err := a.tokens(ctx, false)
 	if err != nil {
 		return Grant{}, reasonStore, err
 	}
-	var stored *store.Token
-	for i := range toks {
-		if eq(toks[i].Hash) {
-			stored = &toks[i]
+	stored, boundStored := findToken(toks, eq, at.Device)
+	if stored == nil && !matched && cached {
+		// Maybe made since the list was read, by another process.
+		if toks, _, err = a.tokens(ctx, true); err != nil {
+			return Grant{}, reasonStore, err
 		}
-		if toks[i].DeviceID != "" && bindingNames(toks[i].DeviceID, at.Device) {
-			bound = true
-		}
+		stored, boundStored = findToken(toks, eq, at.Device)
 	}
+	bound = bound || boundStored
 	if stored != nil && !matched {
 		matched, g.TokenID = true, stored.ID
 		if stored.DeviceID != "" {
@@ -366,10 +368,24 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	}
 	if stored != nil && g.TokenID == stored.ID {
 		if since := time.Since(stored.LastUsed); since >= TouchEvery || since < 0 {
-			a.st.TouchToken(ctx, stored.ID)
+			a.touch(ctx, stored)
 		}
 	}
 	return g, "", nil
+}
+
+// findToken scans every stored token, in constant time each: the one
+// whose hash eq matches, and whether some token is bound to device.
+func findToken(toks []store.Token, eq func([]byte) bool, device string) (stored *store.Token, bound bool) {
+	for i := range toks {
+		if eq(toks[i].Hash) {
+			stored = &toks[i]
+		}
+		if toks[i].DeviceID != "" && bindingNames(toks[i].DeviceID, device) {
+			bound = true
+		}
+	}
+	return stored, bound
 }
 
 // TouchEvery is how stale a token's last use may be before a hello

@@ -164,10 +164,17 @@ type agedTokens struct {
 	*store.Store
 	age     time.Duration
 	touches int
+	reads   int
+	// version is the store's TokensVersion: the test bumps it where time
+	// passes, as tokenCacheAge would expire the cached list.
+	version uint64
 }
+
+func (a *agedTokens) TokensVersion() uint64 { return a.version }
 
 func (a *agedTokens) Tokens(ctx context.Context) ([]store.Token, error) {
 	toks, err := a.Store.Tokens(ctx)
+	a.reads++
 	for i := range toks {
 		if !toks[i].LastUsed.IsZero() {
 			toks[i].LastUsed = toks[i].LastUsed.Add(-a.age)
@@ -208,6 +215,7 @@ func TestAdmitTouchesTokenAtMostEveryTouchEvery(t *testing.T) {
 		{-time.Hour - TouchEvery, 3},  // in the future (a clock set back): recorded
 	} {
 		st.age = c.age
+		st.version++
 		hello()
 		if st.touches != c.want {
 			t.Fatalf("last use %v old: %d uses recorded, want %d", c.age, st.touches, c.want)
@@ -216,5 +224,88 @@ func TestAdmitTouchesTokenAtMostEveryTouchEvery(t *testing.T) {
 	toks, _ := st.Store.Tokens(ctx)
 	if len(toks) != 1 || time.Since(toks[0].LastUsed) > time.Minute {
 		t.Fatalf("the last use stored: %+v", toks)
+	}
+}
+
+// tokenReads counts the reads of the tokens table.
+type tokenReads struct {
+	*store.Store
+	reads int
+}
+
+func (r *tokenReads) Tokens(ctx context.Context) ([]store.Token, error) {
+	r.reads++
+	return r.Store.Tokens(ctx)
+}
+
+// Hellos check tokens against a list kept while the store says no token
+// changed: a token revoked through it is refused at the next hello, one
+// made by another process (a second handle on the file) works at once,
+// and one revoked there is refused within tokenCacheAge.
+func TestAdmitKeepsTheTokenListWhileNothingChanged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "auth.db")
+	open := func() *store.Store {
+		st, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	st := &tokenReads{Store: open()}
+	a := quietAuth(st.Store, "", AuthLimits{})
+	a.st = st
+	n := 0
+	hello := func(tok string) error {
+		n++ // one address each: refusals are not throttled
+		_, err := a.Admit(ctx, Attempt{Dialect: DialectIris, Addr: fmt.Sprintf("10.0.0.%d", n), Token: tok, Device: "phone"})
+		return err
+	}
+	tok, rec, err := CreateToken(ctx, st, "phone", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first records the token's use, which drops the list
+		if err := hello(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := st.reads
+	for range 5 {
+		if err := hello(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.reads != before {
+		t.Fatalf("5 hellos with nothing changed read the tokens %d times, want 0", st.reads-before)
+	}
+	if err := st.RevokeToken(ctx, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := hello(tok); code(err) != core.CodeAuth {
+		t.Fatalf("a token revoked through the store: %v, want refused", err)
+	}
+
+	other := open()
+	tok2, rec2, err := CreateToken(ctx, other, "tablet", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hello(tok2); err != nil {
+		t.Fatalf("a token another process made was refused: %v", err)
+	}
+	if err := hello(tok2); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RevokeToken(ctx, rec2.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(tokenCacheAge + 5*time.Second)
+	for hello(tok2) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("a token another process revoked is still admitted after %v", tokenCacheAge+5*time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -27,6 +28,10 @@ type Store struct {
 	w   *sql.DB // one connection: the writer
 	r   *sql.DB // readers
 	log *slog.Logger
+
+	// tokens counts this store's writes of the tokens table
+	// (TokensVersion).
+	tokens atomic.Uint64
 
 	// Prepared statements by query text, one set per pool. modernc's
 	// driver compiles a query on every call otherwise, which was a fifth

@@ -19,8 +19,15 @@ type Token struct {
 func (s *Store) AddToken(ctx context.Context, t Token) error {
 	_, err := s.exec(ctx, `INSERT INTO tokens (id, hash, name, device_id, created) VALUES (?,?,?,?,?)`,
 		t.ID, t.Hash, t.Name, t.DeviceID, t.Created.UnixMilli())
+	s.tokens.Add(1) // after the write: a list read before it is stale
 	return err
 }
+
+// TokensVersion changes whenever this store has added or revoked a token
+// (it does not count last-use records, nor other processes' writes): a
+// list of tokens read after it returned v is current while it still
+// returns v, as far as this process knows.
+func (s *Store) TokensVersion() uint64 { return s.tokens.Load() }
 
 // Tokens lists all tokens, oldest first.
 func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
@@ -49,6 +56,7 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 // of the devices that last said hello with it (DropPushOfRevoked), in one
 // transaction; ErrNotFound when there is none.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	defer s.tokens.Add(1)
 	return s.write(ctx, func(tx *sqliteTx) error {
 		res, err := tx.exec(`DELETE FROM tokens WHERE id = ?`, id)
 		if err != nil {
