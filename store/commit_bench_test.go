@@ -162,3 +162,59 @@ func BenchmarkIndexBatch(b *testing.B) {
 		})
 	}
 }
+
+// What each row of a send costs the writer when sends commit 64 a
+// transaction (a burst's group commit), without search indexing (see
+// BenchmarkIndexBatch): the message, its owed turn and its outbox frame,
+// together and alone. Their sum bounds the sends a second one writer
+// commits on this machine.
+func BenchmarkSendRows(b *testing.B) {
+	lane := core.Lane{ChatID: core.DefaultChatID}
+	texts := sendTexts(4096)
+	for _, c := range []struct {
+		name                 string
+		message, turn, frame bool
+	}{
+		{"message+turn+outbox", true, true, true},
+		{"message", true, false, false},
+		{"turn", false, true, false},
+		{"outbox", false, false, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "b.db"), withIndexDelay(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				if err := s.Write(ctx, func(tx Tx) error {
+					for range 64 {
+						i++
+						m := core.Message{ID: fmt.Sprintf("m_bench%09d", i), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
+						if c.message {
+							if err := tx.InsertMessage(m, false); err != nil {
+								return err
+							}
+						}
+						if c.turn {
+							if err := tx.QueueTurn(lane, m.ID); err != nil {
+								return err
+							}
+						}
+						if c.frame {
+							if _, _, err := tx.AppendEvent(&core.Event{Type: core.EvMessage, Lane: lane, TS: m.TS, Message: &m}); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i), "ns/send")
+		})
+	}
+}
