@@ -77,6 +77,8 @@ type Log struct {
 	// publishing counts the batches handed to the publisher and not yet
 	// done with (Run adds, publishLoop subtracts).
 	publishing atomic.Int64
+	// committing is set while Run commits a batch (Busy).
+	committing atomic.Bool
 	replay     *replayCache // nil: off
 	// head is the newest cursor committed (Head), known once a durable
 	// event commits or NoteHead is told the store's.
@@ -224,7 +226,9 @@ func (l *Log) Run(done <-chan struct{}) error {
 				break fill
 			}
 		}
+		l.committing.Store(true)
 		b.errs = l.commitBatch(b.ws)
+		l.committing.Store(false)
 		l.noteCommitted(b)
 		if l.batched != nil {
 			l.batched(len(b.ws))
@@ -253,6 +257,11 @@ func (l *Log) Run(done <-chan struct{}) error {
 		l.batches <- b
 	}
 }
+
+// Busy reports whether writes are queued or being committed now: a write
+// queued then shares a transaction with them (a storm's hellos), where
+// one alone would wait a commit of its own.
+func (l *Log) Busy() bool { return len(l.writes) > 0 || l.committing.Load() }
 
 func hasEvents(ws []*write) bool {
 	for _, w := range ws {

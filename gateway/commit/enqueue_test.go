@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/irisgate/irisgate/core"
+	"github.com/irisgate/irisgate/store"
 )
 
 // Writes one goroutine enqueues without waiting are committed in one
@@ -86,5 +87,40 @@ func TestEnqueueAfterStop(t *testing.T) {
 		if !errors.Is(err, ErrStopped) {
 			t.Fatalf("err = %v, want ErrStopped", err)
 		}
+	}
+}
+
+// Busy says whether a write queued now would share a transaction: while
+// one is queued or committing, and not once the log is idle again.
+func TestBusyWhileWritesAreQueuedOrCommitting(t *testing.T) {
+	st := openStore(t)
+	l := New(st, newWatch(st), quiet, Config{})
+	if l.Busy() {
+		t.Fatal("a log with nothing queued is busy")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	p, err := l.Enqueue(context.Background(), func(store.Tx) error {
+		close(started)
+		<-release
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Busy() {
+		t.Fatal("a log with a write queued is not busy")
+	}
+	stop := run(l)
+	defer stop()
+	<-started
+	if !l.Busy() {
+		t.Fatal("a log committing a write is not busy")
+	}
+	close(release)
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Busy() {
+		t.Fatal("the log is busy once its one write is committed")
 	}
 }
