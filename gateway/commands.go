@@ -336,6 +336,14 @@ func (g *Gateway) RegisterPush(ctx context.Context, from Caller, fcmToken, ntfyT
 	if err := checkPushAddresses(fcmToken, ntfyTopic); err != nil {
 		return err
 	}
+	// The hello may have left the device's row queued (seeDevice): an
+	// empty write through the log waits for it, so the row that gets a
+	// push address also names the token it came with, and revoking that
+	// token ends the registration. A row lost with the queue (a stop
+	// before it committed) fails the request instead: nothing is stored.
+	if err := g.commits.Commit(ctx, nil, nil); err != nil {
+		return err
+	}
 	if webPush != "" && webPush != "null" {
 		// PushSubscription.toJSON() has the record's shape: its endpoint
 		// and keys are kept, the rest (expirationTime) is not.

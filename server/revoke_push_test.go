@@ -117,3 +117,26 @@ func TestATokenDeletedByHandEndsItsDevicesPushes(t *testing.T) {
 		t.Fatalf("pushes by topic: %v; want kept-topic's alone", got)
 	}
 }
+
+// A push address registered after a hello whose device row was queued
+// (not waited for) lands on a row that names the hello's token: the
+// registration waits for the row, so revoking the token ends it.
+func TestPushRegisteredAfterHelloNamesTheToken(t *testing.T) {
+	g := testgw.Start(t)
+	ctx := context.Background()
+	tok, rec, err := gateway.CreateToken(ctx, g.App.Store, "phone", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone, err := g.DialErr(t, "phone", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := phone.MustDo("fcm.register", client.Lane{}, map[string]any{"ntfy_topic": "phone-topic-1"}); f.Type == "error" {
+		t.Fatalf("fcm.register: %s", f.Raw)
+	}
+	d, err := g.App.Store.Device(ctx, "phone")
+	if err != nil || d.NtfyTopic != "phone-topic-1" || d.TokenID != rec.ID {
+		t.Fatalf("device row %+v (%v), want its topic and token %s", d, err, rec.ID)
+	}
+}
