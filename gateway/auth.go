@@ -333,33 +333,44 @@ func (a *Auth) admit(ctx context.Context, at Attempt) (Grant, string, error) {
 	if a.fixed != nil && eq(a.fixed) && !matched {
 		matched, g.TokenID = true, "env"
 	}
+	// The stored tokens decide the rest. When the answer from the list
+	// kept in memory is a refusal, the store is read afresh and asked
+	// again: a token made, or a binding removed, by another process since
+	// the list was read never keeps a device out.
+	decide := func(toks []store.Token) (*store.Token, Grant, string, error) {
+		g, matched, bound := g, matched, bound
+		boundTo := slices.Clip(boundTo)
+		stored, boundStored := findToken(toks, eq, at.Device)
+		bound = bound || boundStored
+		if stored != nil && !matched {
+			matched, g.TokenID = true, stored.ID
+			if stored.DeviceID != "" {
+				boundTo = append(boundTo, stored.DeviceID)
+			}
+		}
+		switch {
+		case !matched:
+			return nil, Grant{}, reasonBadToken, ErrBadToken.New()
+		case len(boundTo) > 0 && !slices.ContainsFunc(boundTo, func(b string) bool { return bindingNames(b, at.Device) }):
+			return nil, Grant{}, reasonBoundToken, ErrTokenBound.New()
+		case len(boundTo) == 0 && bound:
+			return nil, Grant{}, reasonBoundDevice, ErrDeviceBound.New(quote(at.Device))
+		}
+		return stored, g, "", nil
+	}
 	toks, cached, err := a.tokens(ctx, false)
 	if err != nil {
 		return Grant{}, reasonStore, err
 	}
-	stored, boundStored := findToken(toks, eq, at.Device)
-	if stored == nil && !matched && cached {
-		// Maybe made since the list was read, by another process.
+	stored, g, reason, err := decide(toks)
+	if err != nil && cached {
 		if toks, _, err = a.tokens(ctx, true); err != nil {
 			return Grant{}, reasonStore, err
 		}
-		stored, boundStored = findToken(toks, eq, at.Device)
+		stored, g, reason, err = decide(toks)
 	}
-	bound = bound || boundStored
-	if stored != nil && !matched {
-		matched, g.TokenID = true, stored.ID
-		if stored.DeviceID != "" {
-			boundTo = append(boundTo, stored.DeviceID)
-		}
-	}
-	if !matched {
-		return Grant{}, reasonBadToken, ErrBadToken.New()
-	}
-	if len(boundTo) > 0 && !slices.ContainsFunc(boundTo, func(b string) bool { return bindingNames(b, at.Device) }) {
-		return Grant{}, reasonBoundToken, ErrTokenBound.New()
-	}
-	if len(boundTo) == 0 && bound {
-		return Grant{}, reasonBoundDevice, ErrDeviceBound.New(quote(at.Device))
+	if err != nil {
+		return Grant{}, reason, err
 	}
 	if at.Allow != nil {
 		if err := at.Allow(g); err != nil {

@@ -309,3 +309,43 @@ func TestAdmitKeepsTheTokenListWhileNothingChanged(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A refusal the kept list would give is asked again of the store: when
+// another process revoked the one token bound to a device, the owner's
+// other token connects as it at once, not a second later.
+func TestAdmitAsksTheStoreBeforeRefusing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "auth.db")
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	a := quietAuth(st, "", AuthLimits{})
+	owner, _, err := CreateToken(ctx, st, "laptop", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, boundRec, err := CreateToken(ctx, st, "old phone", "phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := func(addr string) error {
+		_, err := a.Admit(ctx, Attempt{Dialect: DialectIris, Addr: addr, Token: owner, Device: "phone"})
+		return err
+	}
+	if err := hello("10.0.0.1"); code(err) != core.CodeForbidden {
+		t.Fatalf("an unbound token as a device bound to another: %v, want refused", err)
+	}
+	if err := other.RevokeToken(ctx, boundRec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := hello("10.0.0.2"); err != nil {
+		t.Fatalf("once the binding is revoked elsewhere the owner's token is refused: %v", err)
+	}
+}

@@ -15,10 +15,10 @@ import (
 // token made or revoked through the admin socket counts at once) and for
 // at most tokenCacheAge, which bounds what the store cannot count: a
 // change by another process (irisgate token ... beside a gateway whose
-// admin socket does not answer, a hand edit), which watchTokens enforces
-// on live connections within the same second. A token the list does not
-// know is looked up afresh before it is refused, so a token made
-// anywhere works at once.
+// admin socket does not answer, a hand edit); a revocation there also
+// ends the token's live sessions within the same second (watchTokens).
+// A hello the list would refuse is asked again of the store, so a token
+// made anywhere works at once.
 const tokenCacheAge = time.Second
 
 // tokenVersioner is a store that counts its writes of tokens (SQLite's,
@@ -44,7 +44,9 @@ func (a *Auth) tokens(ctx context.Context, fresh bool) ([]store.Token, bool, err
 		return toks, false, err
 	}
 	c := &a.cache
-	v := tv.TokensVersion() // before the read: a write after it makes the list stale
+	// Both before the read: a write after it makes the list stale, and
+	// the list is as old as the moment it began to be read.
+	v, at := tv.TokensVersion(), time.Now()
 	c.mu.Lock()
 	if !fresh && c.toks != nil && c.version == v && time.Since(c.at) < tokenCacheAge {
 		toks := c.toks
@@ -60,7 +62,7 @@ func (a *Auth) tokens(ctx context.Context, fresh bool) ([]store.Token, bool, err
 		toks = []store.Token{}
 	}
 	c.mu.Lock()
-	c.version, c.at, c.toks = v, time.Now(), toks
+	c.version, c.at, c.toks = v, at, toks
 	c.mu.Unlock()
 	return toks, false, nil
 }
