@@ -239,8 +239,8 @@ func TestVoiceStoppedMidSpeech(t *testing.T) {
 	if stop.Type == "" || testgw.Str(t, stop, "final_text") != said1+" "+said2+" "+said3 || len(mediaOf(t, stop)) != 1 {
 		t.Fatalf("the reply: %s", stop.Raw)
 	}
-	if tts.Cancelled() != 1 {
-		t.Fatalf("%d speech requests given up, want 1", tts.Cancelled())
+	if n := tts.WaitCancelled(1, testgw.Wait); n != 1 {
+		t.Fatalf("%d speech requests given up, want 1", n)
 	}
 	frames := p.until(func(f mf) bool { return f.T() == "avatar" && f.S("state") == "idle" })
 	if n := len(voiceFiles(t, frames)); n != 1 {

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // WAV makes a real WAV file: 16-bit mono PCM at rate, n samples of a
@@ -195,6 +196,19 @@ func (s *TTS) Cancelled() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cancelled
+}
+
+// WaitCancelled waits up to d until n held requests were given up, and
+// returns how many were: the server learns it when the client's request
+// ends, which may be after the client has moved on.
+func (s *TTS) WaitCancelled(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		if got := s.Cancelled(); got >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Audio is the WAV the fake answers for input.
