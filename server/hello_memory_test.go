@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"testing"
+	"time"
 
 	"github.com/irisgate/irisgate/client"
 	"github.com/irisgate/irisgate/internal/testgw"
@@ -145,13 +146,32 @@ func TestHelloRecordsTheDevice(t *testing.T) {
 func TestHelloPushAddressIsDurableAtAck(t *testing.T) {
 	g := testgw.Start(t)
 	st := g.SQLite(t)
+	release := holdWrites(t, g)
 	r := dialRaw(t, g)
 	hello := helloFrame(testgw.Token, "phone")
 	hello["payload"].(map[string]any)["ntfy_topic"] = "irisgate-phone-topic-1"
 	r.writeJSON(hello)
-	ack, err := r.read()
-	if err != nil || ack.Type != "hello.ack" {
-		t.Fatalf("hello answered %s (%v)", ack.Raw, err)
+	type answer struct {
+		f   client.Frame
+		err error
+	}
+	acked := make(chan answer, 1)
+	go func() {
+		f, err := r.read()
+		acked <- answer{f, err}
+	}()
+	// While another writer holds SQLite's lock the row cannot commit, so
+	// no hello.ack may come. (A short look: a wrong early ack shows at
+	// once; a slow machine can only make this pass.)
+	select {
+	case a := <-acked:
+		t.Fatalf("hello with a push address answered %s (%v) before its row could commit", a.f.Raw, a.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	a := <-acked
+	if a.err != nil || a.f.Type != "hello.ack" {
+		t.Fatalf("hello answered %s (%v)", a.f.Raw, a.err)
 	}
 	dev, err := st.Device(context.Background(), "phone")
 	if err != nil || dev.NtfyTopic != "irisgate-phone-topic-1" {
