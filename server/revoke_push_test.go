@@ -118,9 +118,11 @@ func TestATokenDeletedByHandEndsItsDevicesPushes(t *testing.T) {
 	}
 }
 
-// A push address registered after a hello whose device row was queued
-// (not waited for) lands on a row that names the hello's token: the
-// registration waits for the row, so revoking the token ends it.
+// A push address registered right after a hello (whose device row may
+// be queued, not waited for) lands on a row that names the hello's
+// token, so revoking the token ends it: end to end, the state; the wait
+// that makes it hold across a crash between the two writes is checked in
+// gateway (TestRegisterPushWaitsForWritesQueuedBeforeIt).
 func TestPushRegisteredAfterHelloNamesTheToken(t *testing.T) {
 	g := testgw.Start(t)
 	ctx := context.Background()
