@@ -211,14 +211,22 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 // Close indexes what is still waiting to be, and closes the database.
 func (s *Store) Close() error {
 	s.stopIndexer()
+	// The statements are closed outside stmtMu: closing one waits for its
+	// runs, and a run may wait for the writer's connection, held by a
+	// transaction that asks stmtMu for its next statement (a deadlock
+	// TestMobileInternalError met, closing the store under a live app).
 	s.stmtMu.Lock()
+	var sts []*sql.Stmt
 	for _, m := range []map[string]*sql.Stmt{s.wStmts, s.rStmts} {
 		for q, st := range m {
-			st.Close()
+			sts = append(sts, st)
 			delete(m, q)
 		}
 	}
 	s.stmtMu.Unlock()
+	for _, st := range sts {
+		st.Close()
+	}
 	return errors.Join(s.stopCheckpointer(), s.r.Close(), s.w.Close())
 }
 
