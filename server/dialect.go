@@ -130,6 +130,7 @@ func (s *Server) begin(c *websocket.Conn, sock *corkedConn, pr *prober, sess wir
 		pr.attach(conn)
 		conn.TrackProofs()
 	}
+	pr.useSocket(sock) // every frame from now on is written on sock
 	s.mu.Lock()
 	if s.down {
 		// Shutdown may have closed the live connections before this one

@@ -32,13 +32,28 @@ import (
 // Ping on its socket, so it knows which payload answers its ping. (Were
 // that ever to change, nothing would be proven and sync would replay
 // more, never less: TestSyncSkipsProvenFrames would say so.)
+//
+// That is before the hello. Once the connection serves (useSocket), the
+// prober writes its pings itself, as the writer writes its frames (a
+// ping frame is one write, like every frame on the socket, so nothing
+// interleaves): a ping due when a batch is written goes in that batch's
+// system call (writer.write), and its answer is awaited with a timer, not
+// a goroutine. coder/websocket's Ping took a goroutine, a context, a lock
+// and a write(2) per ping: 5 % of a fan-out burst's CPU. Its payloads are
+// "i<n>", which coder/websocket's own ("<n>") never are.
 type prober struct {
 	s  *Server
 	ws *websocket.Conn
+	// sock, once set (useSocket), is where pings go: frames of the
+	// prober's own. Before it, coder/websocket's Ping (run).
+	sock *corkedConn
 
 	mu        sync.Mutex
 	conn      *hub.Conn     // the Iris connection whose frames it proves; nil before hello and for Hermes Mobile
 	pings     int64         // Ping calls made on ws
+	own       int64         // pings the prober wrote itself on sock
+	mine      bool          // the ping in flight is one of those: pong goes on from it, not run
+	timer     *time.Timer   // fails the ping in flight of sock's unless answered in time
 	want      string        // payload of the ping in flight, "" when it was answered
 	inflight  bool          // a ping is in flight, or the next one is scheduled
 	scheduled bool          // the next one is scheduled (again), not sent yet
@@ -62,10 +77,22 @@ func (p *prober) attach(conn *hub.Conn) {
 	p.mu.Unlock()
 }
 
-// end stops new pings; the one in flight fails when the socket closes.
+// useSocket has the prober write its pings on sock from now on.
+func (p *prober) useSocket(sock *corkedConn) {
+	p.mu.Lock()
+	p.sock = sock
+	p.mu.Unlock()
+}
+
+// end stops new pings. A ping of coder/websocket's fails when the socket
+// closes; one of the prober's own is over now.
 func (p *prober) end() {
 	p.mu.Lock()
 	p.ended = true
+	if p.mine && p.want != "" {
+		p.stopTimerLocked()
+		p.doneLocked()
+	}
 	p.mu.Unlock()
 }
 
@@ -79,8 +106,7 @@ func (p *prober) ping() {
 		return
 	}
 	p.startLocked()
-	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
-	go p.run()
+	p.goLocked()
 }
 
 // proof asks for a ping proving the frames written so far: at once, or
@@ -97,8 +123,13 @@ func (p *prober) proof() {
 		return
 	}
 	p.startLocked()
-	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
-	go p.run()
+	if p.sock == nil {
+		p.goLocked()
+		return
+	}
+	// The writer calls this with its batch in the cork: the ping goes in
+	// the same system call, after the frames it proves.
+	p.sendLocked()
 }
 
 // scheduleLocked has again send the next proof ping after wait.
@@ -128,12 +159,10 @@ func (p *prober) settle() {
 	case p.scheduled:
 		p.scheduled = false // again does nothing now
 		p.startLocked()
-		p.s.wg.Add(1)
-		go p.run()
+		p.goLocked()
 	case !p.inflight && p.conn.Pending():
 		p.startLocked()
-		p.s.wg.Add(1)
-		go p.run()
+		p.goLocked()
 	}
 	if !p.inflight {
 		p.mu.Unlock()
@@ -157,12 +186,87 @@ func (p *prober) settle() {
 func (p *prober) startLocked() {
 	p.inflight = true
 	p.last = time.Now()
-	p.pings++
-	p.want = strconv.FormatInt(p.pings, 10)
+	if p.mine = p.sock != nil; p.mine {
+		p.own++
+		p.want = "i" + strconv.FormatInt(p.own, 10)
+	} else {
+		p.pings++
+		p.want = strconv.FormatInt(p.pings, 10)
+	}
 	if p.conn != nil {
 		p.conn.Cover()
 	}
 	p.s.m.Pings.Inc()
+}
+
+// goLocked sends the ping startLocked prepared from a goroutine of its
+// own: the caller must not wait on the socket.
+func (p *prober) goLocked() {
+	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
+	if !p.mine {
+		go p.run()
+		return
+	}
+	want := p.want
+	p.armLocked(want)
+	go func() {
+		defer p.s.wg.Done()
+		p.write(want)
+	}()
+}
+
+// sendLocked writes the ping startLocked prepared on sock, here: into
+// the cork when the writer holds one, else one write(2).
+func (p *prober) sendLocked() {
+	want := p.want
+	p.armLocked(want)
+	if err := p.sock.writePing(want); err != nil {
+		p.failLocked(want)
+	}
+}
+
+// write is sendLocked for a caller that does not hold p.mu, which a
+// write(2) that waits for a slow peer must not keep from pong.
+func (p *prober) write(want string) {
+	if err := p.sock.writePing(want); err != nil {
+		p.mu.Lock()
+		p.failLocked(want)
+		p.mu.Unlock()
+	}
+}
+
+// armLocked fails the ping want unless it is answered within the ping
+// interval, as coder/websocket's Ping does with its context.
+func (p *prober) armLocked(want string) {
+	p.stopTimerLocked()
+	p.timer = time.AfterFunc(p.s.cfg.PingInterval, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.failLocked(want)
+	})
+}
+
+func (p *prober) stopTimerLocked() {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+// failLocked ends the ping want, unanswered or not written: its frames
+// stay unproven, and a peer that did not answer is dead.
+func (p *prober) failLocked(want string) {
+	if p.want != want || !p.mine {
+		return // answered, or another ping's
+	}
+	p.stopTimerLocked()
+	p.doneLocked()
+	if p.conn != nil {
+		p.conn.Unproved()
+	}
+	if p.s.base.Err() == nil && !p.stalled.Load() && !p.ended {
+		p.ws.CloseNow() // the read loop ends and cleans up
+	}
 }
 
 func (p *prober) run() {
@@ -200,6 +304,14 @@ func (p *prober) run() {
 			return
 		}
 		p.startLocked()
+		if p.mine {
+			// The connection serves now: the prober writes its pings.
+			want := p.want
+			p.armLocked(want)
+			p.mu.Unlock()
+			p.write(want)
+			return
+		}
 		p.mu.Unlock()
 	}
 }
@@ -207,18 +319,30 @@ func (p *prober) run() {
 // again sends the proof ping run scheduled, unless the socket is done.
 func (p *prober) again() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.scheduled {
+		p.mu.Unlock()
 		return // settle sent it
 	}
 	p.scheduled = false
 	if p.ended || p.conn == nil || !p.conn.Pending() {
 		p.doneLocked()
+		p.mu.Unlock()
 		return
 	}
 	p.startLocked()
+	if !p.mine {
+		p.goLocked()
+		p.mu.Unlock()
+		return
+	}
+	// The timer's goroutine writes it (into the cork if the writer holds
+	// one), counted in the group as run is.
+	want := p.want
+	p.armLocked(want)
 	p.s.wg.Add(1) // the socket's handler still holds the group: !ended
-	go p.run()
+	p.mu.Unlock()
+	p.write(want)
+	p.s.wg.Done()
 }
 
 // pong is the socket's OnPongReceived: run by the read loop, before it
@@ -230,9 +354,31 @@ func (p *prober) pong(_ context.Context, payload []byte) {
 		return // unsolicited, or a late answer: proves nothing
 	}
 	p.want = ""
-	conn := p.conn
+	conn, mine := p.conn, p.mine
+	if mine {
+		p.stopTimerLocked()
+	}
 	p.mu.Unlock()
 	if conn != nil {
 		conn.Proved()
 	}
+	if !mine {
+		return // run goes on
+	}
+	// As run does after coder/websocket's Ping: frames written since the
+	// ping went out get the next one, ProofEvery after the last.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.want != "" || !p.inflight || p.scheduled {
+		return // settle sent the next one already
+	}
+	if p.ended || conn == nil || !conn.Pending() {
+		p.doneLocked()
+		return
+	}
+	wait := time.Until(p.last.Add(p.s.cfg.ProofEvery))
+	if p.settling {
+		wait = 0
+	}
+	p.scheduleLocked(max(wait, 0))
 }

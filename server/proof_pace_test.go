@@ -82,3 +82,23 @@ func TestRestartProvesWhatWaitedForItsPing(t *testing.T) {
 		t.Fatalf("after a restart the phone is replayed %d frames it had read", len(got))
 	}
 }
+
+// A device that stops answering pings is closed once one of them goes
+// unanswered for the ping interval. After the hello the prober writes its
+// pings itself and times their answers with a timer of its own
+// (proof.go), as coder/websocket's Ping did with its context.
+func TestUnansweredPingClosesTheDevice(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.PingInterval = 100 * time.Millisecond })
+	r := dialRaw(t, g)
+	r.writeJSON(helloFrame(testgw.Token, "mute"))
+	if f, err := r.read(); err != nil || f.Type != "hello.ack" {
+		t.Fatalf("hello answered %+v, %v; want hello.ack", f, err)
+	}
+	if !g.App.Hub.Online("mute") {
+		t.Fatal("the device is not online after its hello.ack")
+	}
+	// From now on it reads nothing, so it answers no ping (coder/websocket
+	// answers them while reading). A device that reads stays:
+	// TestKeepalivePingsSpareLiveDevices.
+	g.WaitOffline(t, "mute")
+}

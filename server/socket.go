@@ -93,6 +93,34 @@ func (c *corkedConn) writeMessage(binaryMsg bool, p []byte) error {
 	return nil
 }
 
+// writePing writes a ping frame of the prober's after everything written
+// so far: into the cork while the writer holds one (it leaves with the
+// batch), else at once, in one write(2) like every frame on the socket.
+func (c *corkedConn) writePing(payload string) error {
+	var f [2 + maxControlPayload]byte
+	f[0] = 0x80 | 0x9 // FIN, ping
+	f[1] = byte(copy(f[2:], payload))
+	frame := f[:2+int(f[1])]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked {
+		if len(*c.buf)+len(frame) > corkMax {
+			if err := c.flushLocked(); err != nil {
+				return err
+			}
+		}
+		*c.buf = append(*c.buf, frame...)
+		return nil
+	}
+	c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.Conn.Write(frame)
+	c.Conn.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// maxControlPayload is RFC 6455's bound on a control frame's payload.
+const maxControlPayload = 125
+
 // writeWholeLocked writes a message too large for the cork (or with the
 // socket uncorked) after what the cork holds: two writes, no copy.
 func (c *corkedConn) writeWholeLocked(h, p []byte) error {

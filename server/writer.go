@@ -84,9 +84,8 @@ func (w *writer) drain() {
 	}
 }
 
-// write sends a batch in as few system calls as the socket allows. Its
-// frames count as written (for proofs of delivery) only once they have
-// left the cork, never while they wait in it.
+// write sends a batch in as few system calls as the socket allows, with
+// the proof ping that is due (proof.go).
 func (w *writer) write(buf []hub.Out) error {
 	w.sock.cork()
 	var err error
@@ -104,14 +103,18 @@ func (w *writer) write(buf []hub.Out) error {
 			break
 		}
 	}
+	// The batch counts as written before it leaves the cork, so that a
+	// proof ping due now covers it and goes in the same system call,
+	// after it. Should the write fail, the socket closes and that ping
+	// is never answered: the frames stay unproven.
+	if err == nil && w.prober != nil && w.conn.Wrote(buf) {
+		w.prober.proof()
+	}
 	if uerr := w.sock.uncork(); err == nil {
 		err = uerr
 	}
 	if err != nil {
 		return err
-	}
-	if w.prober != nil && w.conn.Wrote(buf) {
-		w.prober.proof()
 	}
 	w.out.Add(float64(len(buf)))
 	return nil
