@@ -79,6 +79,10 @@ func (c *Conn) DriveHere(start func()) bool { return c.q.driveHere(start) }
 // another thread. Frames queued with Send start a writer as ever.
 func (c *Conn) Hold() { c.q.hold() }
 
+// Writing reports whether a writer runs: it calls Next again, and
+// writes what that gives, before its turn ends.
+func (c *Conn) Writing() bool { return c.q.writing() }
+
 // Release ends Hold; true means frames wait and the caller must run the
 // writer itself.
 func (c *Conn) Release() bool { return c.q.release() }

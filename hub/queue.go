@@ -198,6 +198,13 @@ func (q *queue) release() bool {
 	return true
 }
 
+// writing is Conn.Writing.
+func (q *queue) writing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running
+}
+
 // hereMax bounds the bytes a read loop writes itself at release: a
 // reply or two (a page of history), which leave in one write(2) at once
 // unless the device has stopped reading.

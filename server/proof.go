@@ -37,8 +37,9 @@ import (
 // prober writes its pings itself, as the writer writes its frames (a
 // ping frame is one write, like every frame on the socket, so nothing
 // interleaves): a ping due when a batch is written goes in that batch's
-// system call (writer.write), and its answer is awaited with a timer, not
-// a goroutine. coder/websocket's Ping took a goroutine, a context, a lock
+// system call (writer.write) — so does one that falls due on the spacing
+// timer while the writer runs (again, due) — and its answer is awaited
+// with a timer, not a goroutine. coder/websocket's Ping took a goroutine, a context, a lock
 // and a write(2) per ping: 5 % of a fan-out burst's CPU. Its payloads are
 // "i<n>", which coder/websocket's own ("<n>") never are.
 type prober struct {
@@ -57,6 +58,7 @@ type prober struct {
 	want      string        // payload of the ping in flight, "" when it was answered
 	inflight  bool          // a ping is in flight, or the next one is scheduled
 	scheduled bool          // the next one is scheduled (again), not sent yet
+	due       bool          // the scheduled one fell due while the writer ran: its next write sends it
 	settling  bool          // the socket is closing: proofs go at once (settle)
 	idle      chan struct{} // made by settle, closed when no ping is in flight
 	last      time.Time     // when the last ping went out
@@ -89,6 +91,10 @@ func (p *prober) useSocket(sock *corkedConn) {
 func (p *prober) end() {
 	p.mu.Lock()
 	p.ended = true
+	if p.due {
+		p.due = false
+		p.doneLocked()
+	}
 	if p.mine && p.want != "" {
 		p.stopTimerLocked()
 		p.doneLocked()
@@ -114,6 +120,13 @@ func (p *prober) ping() {
 func (p *prober) proof() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.due {
+		// Put off for this batch (again): it proves the batch too.
+		p.due = false
+		p.startLocked()
+		p.sendLocked()
+		return
+	}
 	if p.inflight || p.ended {
 		return
 	}
@@ -130,6 +143,27 @@ func (p *prober) proof() {
 	// The writer calls this with its batch in the cork: the ping goes in
 	// the same system call, after the frames it proves.
 	p.sendLocked()
+}
+
+// turnEnds is the writer's report that its turn ends (its queue is
+// empty): a proof ping again left for its next write goes now.
+func (p *prober) turnEnds() {
+	p.mu.Lock()
+	if !p.due {
+		p.mu.Unlock()
+		return
+	}
+	p.due = false
+	if p.ended || p.conn == nil || !p.conn.Pending() {
+		p.doneLocked()
+		p.mu.Unlock()
+		return
+	}
+	p.startLocked()
+	want := p.want
+	p.armLocked(want)
+	p.mu.Unlock()
+	p.write(want)
 }
 
 // scheduleLocked has again send the next proof ping after wait.
@@ -156,8 +190,8 @@ func (p *prober) settle() {
 	p.settling = true
 	switch {
 	case p.ended || p.conn == nil:
-	case p.scheduled:
-		p.scheduled = false // again does nothing now
+	case p.scheduled || p.due:
+		p.scheduled, p.due = false, false // again does nothing now
 		p.startLocked()
 		p.goLocked()
 	case !p.inflight && p.conn.Pending():
@@ -326,6 +360,17 @@ func (p *prober) again() {
 	p.scheduled = false
 	if p.ended || p.conn == nil || !p.conn.Pending() {
 		p.doneLocked()
+		p.mu.Unlock()
+		return
+	}
+	if p.sock != nil && p.conn.Writing() {
+		// The writer writes again before its turn ends: the ping goes
+		// in that write's system call (proof, or turnEnds), covering
+		// what it writes too, rather than in a write(2) of its own
+		// (2.6 % of a fan-out burst's CPU). The writer's turn ends
+		// only after Next (which ends Writing) and then turnEnds,
+		// which waits for p.mu: the ping cannot be left behind.
+		p.due = true
 		p.mu.Unlock()
 		return
 	}

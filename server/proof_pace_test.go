@@ -102,3 +102,31 @@ func TestUnansweredPingClosesTheDevice(t *testing.T) {
 	// TestKeepalivePingsSpareLiveDevices.
 	g.WaitOffline(t, "mute")
 }
+
+// A proof ping that falls due on the spacing timer while the writer is
+// writing waits for the writer's next system call, or for the end of its
+// turn (prober.again, turnEnds): it is never left behind, so every frame
+// is proven in the end. With the spacing at a millisecond and a flood of
+// frames, most of the pings take that path.
+func TestProofPingsDueWhileWritingStillGo(t *testing.T) {
+	g := testgw.Start(t, func(c *server.AppConfig) { c.Server.ProofEvery = time.Millisecond })
+	g.Dial(t, "phone")
+	b := g.Dial(t, "tablet")
+	ctx, cancel := contextWait()
+	defer cancel()
+	for round := range 5 {
+		for i := range 40 {
+			if err := b.Send(ctx, "channel.create", client.Lane{}, map[string]any{"name": fmt.Sprint("c", round, "-", i), "kind": "channel"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.MustDo("ping", client.Lane{}, nil)
+		head, err := g.App.Store.OutboxHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.App.Hub.WaitProven(ctx, "phone", head); err != nil {
+			t.Fatalf("round %d: the phone's last frame (cursor %d) was never proven: %v", round, head, err)
+		}
+	}
+}

@@ -79,6 +79,9 @@ func (w *writer) drain() {
 			return
 		}
 		if len(buf) == 0 {
+			if w.prober != nil {
+				w.prober.turnEnds()
+			}
 			return
 		}
 	}
