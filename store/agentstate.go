@@ -81,10 +81,16 @@ func (t *sqliteTx) TruncateConversation(lane core.Lane, messageID string) error 
 
 // LaneSettings returns a lane's settings (zero ones when it has none).
 func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSettings, error) {
+	if ls, ok := s.sets.get(lane); ok {
+		return ls, nil
+	}
+	gen := s.sets.begin()
 	var b []byte
 	err := s.queryRow(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
 	if err == sql.ErrNoRows {
-		return record.LaneSettings{V: record.Version}, nil
+		ls := record.LaneSettings{V: record.Version}
+		s.sets.put(gen, lane, ls)
+		return ls, nil
 	}
 	if err != nil {
 		return record.LaneSettings{}, err
@@ -93,6 +99,7 @@ func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSe
 	if err != nil {
 		return record.LaneSettings{}, &CorruptError{Table: "lane_settings", Key: lane.String(), Err: err}
 	}
+	s.sets.put(gen, lane, ls)
 	return ls, nil
 }
 
@@ -102,6 +109,7 @@ func (t *sqliteTx) SetLaneSettings(lane core.Lane, ls record.LaneSettings) error
 	if err != nil {
 		return err
 	}
+	t.sets.lanes = append(t.sets.lanes, lane)
 	_, err = t.exec(`INSERT INTO lane_settings (chat_id, thread_id, body) VALUES (?,?,?)
 		ON CONFLICT (chat_id, thread_id) DO UPDATE SET body = excluded.body`, lane.ChatID, lane.ThreadID, body)
 	return err

@@ -128,6 +128,7 @@ func (t *sqliteTx) DeleteChannel(chatID string) ([]core.Channel, error) {
 	for _, c := range gone {
 		l := c.Lane()
 		t.hist.chat(l.ChatID) // a thread's too: more than it needs, never less
+		t.sets.chats = append(t.sets.chats, l.ChatID)
 		// A channel's frames carry its chat id, a thread's carry its
 		// parent and its own id (see OutboxRow).
 		lane := `chat_id = ?`

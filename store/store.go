@@ -54,7 +54,8 @@ type Store struct {
 	ck         checkpointer // the WAL's checkpoints, off the commit path (checkpoint.go)
 	indexDelay time.Duration
 
-	hist *histCache // lanes' newest history pages (histcache.go)
+	hist *histCache    // lanes' newest history pages (histcache.go)
+	sets settingsCache // lanes' settings read lately (settingscache.go)
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -240,6 +241,8 @@ type sqliteTx struct {
 	// hist: what it may have changed of history, whose cached pages go
 	// when it ends.
 	hist histTouch
+	// sets: the lanes whose settings it may have changed.
+	sets settingsTouch
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
@@ -307,6 +310,7 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	// Deferred: the pages go even if fn panics, and only once the
 	// transaction has ended, so no reader caches its old state after.
 	defer s.hist.invalidate(&t.hist)
+	defer s.sets.invalidate(&t.sets)
 	if err := fn(t); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,6 +89,46 @@ func testLaneSettings(t *testing.T, s Store) {
 	}
 	if ls, _ := s.LaneSettings(bg, core.Lane{ChatID: core.DefaultChatID}); ls.Model != "" {
 		t.Fatalf("the channel took its thread's settings: %+v", ls)
+	}
+	// A store may answer from memory (SQLite's settingscache.go): what a
+	// rolled-back write set is not what it answers, nor what a caller
+	// changed in a value it was given.
+	failed := errors.New("rolled back")
+	if err := s.Write(bg, func(tx store.Tx) error {
+		if err := tx.SetLaneSettings(lane, record.LaneSettings{V: record.Version, Model: "never"}); err != nil {
+			return err
+		}
+		return failed
+	}); !errors.Is(err, failed) {
+		t.Fatalf("a failing write: %v", err)
+	}
+	if ls, _ := s.LaneSettings(bg, lane); !reflect.DeepEqual(ls, changed) {
+		t.Fatalf("after a rolled-back change: %+v", ls)
+	}
+	on := true
+	write(t, s, func(tx store.Tx) error {
+		return tx.SetLaneSettings(lane, record.LaneSettings{V: record.Version, ShowReasoning: &on})
+	})
+	ls, _ := s.LaneSettings(bg, lane)
+	*ls.ShowReasoning = false
+	if ls, _ := s.LaneSettings(bg, lane); ls.ShowReasoning == nil || !*ls.ShowReasoning {
+		t.Fatalf("a caller's change reached the store: %+v", ls)
+	}
+	// A deleted channel's settings go with it, its threads' too.
+	ch := core.Channel{ChatID: "chan_settings", Name: "S", Kind: core.KindChannel}
+	inCh := core.Lane{ChatID: ch.ChatID}
+	write(t, s, func(tx store.Tx) error {
+		if err := tx.PutChannel(ch); err != nil {
+			return err
+		}
+		return tx.SetLaneSettings(inCh, changed)
+	})
+	if ls, _ := s.LaneSettings(bg, inCh); ls.Model != changed.Model {
+		t.Fatalf("a channel's settings: %+v", ls)
+	}
+	write(t, s, func(tx store.Tx) error { _, err := tx.DeleteChannel(ch.ChatID); return err })
+	if ls, _ := s.LaneSettings(bg, inCh); ls.Model != "" {
+		t.Fatalf("a deleted channel's settings: %+v", ls)
 	}
 }
 
