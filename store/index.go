@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"strings"
+	"errors"
 	"time"
 )
 
@@ -225,33 +225,69 @@ func (s *Store) indexState(ctx context.Context) (current bool, head int64, err e
 // indexSome takes into the index up to limit messages above the
 // watermark (-1: all), moving it past them, and every queued one; it
 // returns how many entries it added and the watermark.
+//
+// Each statement walks only what it indexes: the range by seq, the queue
+// by its own rows. (A join of the queue with messages once let SQLite's
+// planner scan every message in every batch, and a subquery for the new
+// watermark walked the whole backlog: 2.5 ms a batch at 20,000 messages,
+// growing with the history.)
 func indexSome(tx *sqliteTx, limit int) (added int, upto int64, err error) {
-	for _, q := range []string{
-		`INSERT INTO messages_fts (rowid, text, lane_key)
-			SELECT seq, text, lane_key FROM (SELECT seq, text, lane_key, state FROM messages
-				WHERE seq > (SELECT upto FROM fts_state) ORDER BY seq LIMIT ?1) WHERE state != 1`,
-		`UPDATE fts_state SET upto = (SELECT MAX(seq) FROM (SELECT seq FROM messages WHERE seq > upto ORDER BY seq LIMIT ?1))
-			WHERE EXISTS (SELECT 1 FROM messages WHERE seq > upto)`,
-		// The queue is small (replies that finished after the watermark
-		// passed them, edits), so it is taken whole.
-		`INSERT INTO messages_fts (rowid, text, lane_key)
-			SELECT m.seq, m.text, m.lane_key FROM fts_pending p JOIN messages m ON m.seq = p.seq WHERE m.state != 1`,
-		`DELETE FROM fts_pending`,
-	} {
-		var res sql.Result
-		if strings.Contains(q, "?1") {
-			res, err = tx.exec(q, limit)
-		} else {
-			res, err = tx.exec(q)
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		if strings.HasPrefix(q, "INSERT") {
+	q := &indexQueries
+	var from int64
+	if err := tx.queryRow(q.watermark).Scan(&from); err != nil {
+		return 0, 0, err
+	}
+	upto = from
+	err = sql.ErrNoRows
+	if limit > 0 {
+		err = tx.queryRow(q.nth, from, limit-1).Scan(&upto)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		// Fewer than limit wait: all of them.
+		err = tx.queryRow(q.newest, from).Scan(&upto)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	add := func(res sql.Result, err error) error {
+		if err == nil {
 			k, _ := res.RowsAffected()
 			added += int(k)
 		}
+		return err
 	}
-	err = tx.queryRow(`SELECT upto FROM fts_state`).Scan(&upto)
-	return added, upto, err
+	if upto > from {
+		if err := add(tx.exec(q.indexRange, from, upto)); err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.exec(q.setWatermark, upto); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := add(tx.exec(q.indexQueue)); err != nil {
+		return 0, 0, err
+	}
+	if _, err := tx.exec(q.emptyQueue); err != nil {
+		return 0, 0, err
+	}
+	return added, upto, nil
+}
+
+// indexQueries are indexSome's statements (a test reads their plans).
+var indexQueries = struct {
+	watermark, nth, newest, indexRange, setWatermark, indexQueue, emptyQueue string
+}{
+	watermark: `SELECT upto FROM fts_state`,
+	nth:       `SELECT seq FROM messages WHERE seq > ? ORDER BY seq LIMIT 1 OFFSET ?`,
+	newest:    `SELECT COALESCE(MAX(seq), ?) FROM messages`,
+	indexRange: `INSERT INTO messages_fts (rowid, text, lane_key)
+		SELECT seq, text, lane_key FROM messages WHERE seq > ? AND seq <= ? AND state != 1`,
+	setWatermark: `UPDATE fts_state SET upto = ?`,
+	// The queue is small (replies that finished after the watermark
+	// passed them, edits), so it is taken whole. CROSS JOIN keeps it the
+	// outer loop: without statistics SQLite's planner made messages the
+	// outer one, a scan of the whole history.
+	indexQueue: `INSERT INTO messages_fts (rowid, text, lane_key)
+		SELECT m.seq, m.text, m.lane_key FROM fts_pending p CROSS JOIN messages m ON m.seq = p.seq WHERE m.state != 1`,
+	emptyQueue: `DELETE FROM fts_pending`,
 }
