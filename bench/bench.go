@@ -135,6 +135,7 @@ type Options struct {
 	RatioIdle       int           // idle connections for RSS (5,000; quick 50)
 	RatioReply      int           // bytes of the streamed reply (12,000; quick 1,200)
 	RatioDeflate    bool          // fan-out and HTTP watchers offer permessage-deflate
+	RatioHistory    int           // messages each child gateway's store holds before a mode (0: a fresh store)
 	SideBySide      SideOptions   // the sidebyside scenario: Centrifugo, runs (it uses the ratio sizes)
 	// The replicas scenario: a PostgreSQL database the replicas share (its
 	// outbox grows) and a NATS server; without both only its SQLite row runs.

@@ -204,7 +204,7 @@ func TestParseRatioModes(t *testing.T) {
 // The child accepts a public token: it must refuse to listen anywhere
 // but loopback, and refuse specs it does not understand.
 func TestChildSpec(t *testing.T) {
-	ok := childSpec{Mode: childIrisgate, Listen: "127.0.0.1:1234", Dir: "/tmp/x", Lanes: 3}
+	ok := childSpec{Mode: childIrisgate, Listen: "127.0.0.1:1234", Dir: "/tmp/x", Lanes: 3, History: 5000}
 	got, err := parseChildSpec(ok.encode())
 	if err != nil || got != ok {
 		t.Fatalf("round trip: %+v, %v", got, err)
@@ -216,6 +216,7 @@ func TestChildSpec(t *testing.T) {
 		{Mode: "other", Listen: "127.0.0.1:1"},
 		{Mode: childIrisgate, Listen: "127.0.0.1:1"},
 		{Mode: childIrisgate, Listen: "127.0.0.1:1", Dir: "/tmp/x", Lanes: 5000},
+		{Mode: childIrisgate, Listen: "127.0.0.1:1", Dir: "/tmp/x", History: maxChildHistory + 1},
 	} {
 		if _, err := parseChildSpec(bad.encode()); err == nil {
 			t.Errorf("accepted %+v", bad)

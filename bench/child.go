@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand"
 	"net"
 	"net/http"
 	"net/netip"
@@ -27,6 +28,7 @@ import (
 	"github.com/irisgate/irisgate/core"
 	"github.com/irisgate/irisgate/gateway"
 	"github.com/irisgate/irisgate/server"
+	"github.com/irisgate/irisgate/store"
 	"github.com/irisgate/irisgate/wire/mobile"
 
 	"github.com/irisgate/irisgate/proto/irisv1"
@@ -54,6 +56,9 @@ type childSpec struct {
 	Listen string // 127.0.0.1:port
 	Dir    string // data directory (irisgate)
 	Lanes  int    // channels created before serving (irisgate)
+	// History is how many messages the store holds before serving
+	// (irisgate): imported over the lanes and the default channel.
+	History int
 	// Profile, when set, is a path prefix: the child writes a CPU profile
 	// of its whole life (PREFIX.cpu.pprof) and a heap profile at its end
 	// (PREFIX.heap.pprof), so the gateway's own costs can be read apart
@@ -65,6 +70,9 @@ func (s childSpec) encode() string {
 	v := url.Values{"mode": {s.Mode}, "listen": {s.Listen}, "dir": {s.Dir}, "lanes": {strconv.Itoa(s.Lanes)}}
 	if s.Profile != "" {
 		v.Set("profile", s.Profile)
+	}
+	if s.History > 0 {
+		v.Set("history", strconv.Itoa(s.History))
 	}
 	return v.Encode()
 }
@@ -78,6 +86,11 @@ func parseChildSpec(s string) (childSpec, error) {
 	if l := v.Get("lanes"); l != "" {
 		if c.Lanes, err = strconv.Atoi(l); err != nil || c.Lanes < 0 || c.Lanes > 4000 {
 			return c, fmt.Errorf("lanes %q: want 0–4000", l)
+		}
+	}
+	if h := v.Get("history"); h != "" {
+		if c.History, err = strconv.Atoi(h); err != nil || c.History < 0 || c.History > maxChildHistory {
+			return c, fmt.Errorf("history %q: want 0–%d", h, maxChildHistory)
 		}
 	}
 	// The child accepts a token everyone can read in this source: it must
@@ -168,6 +181,22 @@ func RunChild(spec string) error {
 			ln.Close()
 			app.Close(context.Background())
 			return fmt.Errorf("creating lane %d: %w", i, err)
+		}
+	}
+	if c.History > 0 {
+		// Filled, then closed and opened again: the import's one
+		// transaction left a WAL as large as the store, and a lived-in
+		// store does not serve with that still to checkpoint.
+		err := fillHistory(app, c.History)
+		if cerr := app.Close(context.Background()); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			app, err = server.Open(cfg)
+		}
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("filling the history: %w", err)
 		}
 	}
 	go app.Serve(ln)
@@ -336,6 +365,9 @@ func startChild(ctx context.Context, o *Options, mode string, lanes int) (*child
 	}
 	c := &childProc{addr: addr, url: "ws://" + addr + "/ws", base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	spec := childSpec{Mode: mode, Listen: addr, Lanes: lanes}
+	if mode == childIrisgate {
+		spec.History = o.RatioHistory
+	}
 	if o.ProfileDir != "" {
 		o.children++
 		spec.Profile = filepath.Join(o.ProfileDir, fmt.Sprintf("child-%02d-%s", o.children, mode))
@@ -421,4 +453,41 @@ func laneIDs(chs []irisv1.Channel) []string {
 		}
 	}
 	return out
+}
+
+// maxChildHistory bounds --ratio-history (about 32 s of import a million).
+const maxChildHistory = 10_000_000
+
+// fillHistory imports n finished messages of Zipf-distributed words (the
+// search scenario's vocabulary) into the gateway's store, spread over
+// its channels, in one transaction: a mode then runs against a store
+// that has lived, where a cost that grows with the history shows.
+func fillHistory(app *server.App, n int) error {
+	db, ok := app.Store.(*store.Store)
+	if !ok {
+		return errors.New("the store is not SQLite's")
+	}
+	ctx := context.Background()
+	chs, err := db.Channels(ctx)
+	if err != nil {
+		return err
+	}
+	rnd := rand.New(rand.NewSource(1))
+	vocab := searchVocab(rnd, searchVocabSize)
+	zipf := rand.NewZipf(rnd, 1.07, 2, uint64(len(vocab)-1))
+	ts := time.Now().Add(-time.Duration(n) * time.Second).UnixMilli()
+	i := 0
+	_, err = db.ImportMessages(ctx, func() (core.Message, bool) {
+		if i >= n {
+			return core.Message{}, false
+		}
+		i++
+		w := make([]string, 5+rnd.Intn(36))
+		for k := range w {
+			w[k] = vocab[zipf.Uint64()]
+		}
+		return core.Message{ID: fmt.Sprintf("m_hist%08d", i), Lane: core.Lane{ChatID: chs[i%len(chs)].ChatID},
+			Role: []string{core.RoleUser, core.RoleAssistant}[i%2], Text: strings.Join(w, " "), TS: ts + int64(i)*1000}, true
+	})
+	return err
 }

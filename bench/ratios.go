@@ -192,6 +192,9 @@ func runRatios(ctx context.Context, o *Options) (r Result) {
 	r.setup("commits its message and owed turn and devices get one frame per send; sends rotate over lanes (%d per lane). Devices: raw", perLane)
 	r.setup("WebSockets in this process. Ratio = value / baseline: for a rate 1× is the limit; for a time or a size 1× is the limit, more is worse.")
 	r.setup("Others' CPU: the share of the machine other processes took while the mode ran (the machine is shared).")
+	if o.RatioHistory > 0 {
+		r.setup("Each child's store holds %s messages before its mode (--ratio-history), imported over its channels.", commas(int64(o.RatioHistory)))
+	}
 
 	writeLimit := perOne(b.rawBatch)
 	commitLimit := perOne(b.commit64)

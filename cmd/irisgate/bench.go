@@ -49,6 +49,7 @@ type BenchCmd struct {
 	RatioIdle       int           `help:"Ratios: idle connections for RSS per connection (default 5000; quick 50)."`
 	RatioReplyBytes int           `help:"Ratios: bytes of the streamed reply counted on the wire (default 12000; quick 1200)."`
 	RatioDeflate    bool          `help:"Ratios: the devices watching fan-out and HTTP posts offer permessage-deflate (as browsers do)."`
+	RatioHistory    int           `help:"Ratios: messages imported into each child gateway's store before its mode runs, so the figures are a lived-in store's (default 0: a fresh one; at most 10,000,000)."`
 	Centrifugo      string        `help:"Sidebyside: the Centrifugo v6 binary to run beside irisgate (default: centrifugo on PATH; without one the scenario is skipped)."`
 	Runs            int           `help:"Sidebyside: accepted runs per row and server, medians (default 3; quick 1)."`
 	Redo            int           `help:"Sidebyside: redos of a run while other processes took > 15% of the CPU (default 2; quick 0; -1 none)."`
@@ -91,7 +92,7 @@ func (c *BenchCmd) Run() error {
 		SearchMessages: c.SearchMessages, SearchQueries: c.SearchQueries, MediaSize: c.MediaSize,
 		RatioModes: modes, RatioDevices: c.RatioDevices, RatioPublishes: c.RatioPublishes, RatioPacedRates: c.RatioPacedRates,
 		RatioDuration: c.RatioDuration, RatioPosters: c.RatioPosters, RatioHandshakes: c.RatioHandshakes, RatioMissed: c.RatioMissed,
-		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes, RatioDeflate: c.RatioDeflate,
+		RatioStorm: c.RatioStorm, RatioIdle: c.RatioIdle, RatioReply: c.RatioReplyBytes, RatioDeflate: c.RatioDeflate, RatioHistory: c.RatioHistory,
 		ReplicasStore: c.ReplicasStore, ReplicasNATS: c.ReplicasNATS, ReplicasSenders: c.ReplicasSenders,
 		ReplicasWatchers: c.ReplicasWatchers, ReplicasDuration: c.ReplicasDuration,
 		TempDir: c.TempDir, Progress: os.Stderr, ScenarioTimeout: c.Timeout, ProfileDir: c.ProfileDir,
