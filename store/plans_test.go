@@ -3,10 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/irisgate/irisgate/core"
 )
@@ -84,5 +87,96 @@ func TestDeleteMessagesEmptyIDKeepsFrames(t *testing.T) {
 	}
 	if n, err := s.OutboxLen(ctx); err != nil || n != 1 {
 		t.Fatalf("outbox holds %d frames (%v) after deleting the id \"\"; want the 1 it had", n, err)
+	}
+}
+
+// pagesRead is how many pages the writer's connection fetched (from its
+// cache or the file) to run q: a count that does not depend on timing.
+func pagesRead(t *testing.T, s *Store, q string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fetched := func(reset bool) (n int) {
+		if err := c.Raw(func(dc any) error {
+			for _, op := range []sqlite.DBStatusOp{sqlite.DBStatusCacheHit, sqlite.DBStatusCacheMiss} {
+				cur, _, err := dc.(sqlite.DBStatus).Status(op, reset)
+				if err != nil {
+					return err
+				}
+				n += cur
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	fetched(true)
+	rows, err := c.QueryContext(ctx, q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fetched(false)
+}
+
+// Retention's cut reads the frames that go and a few more, not the
+// outbox: with nothing due it reads a handful of pages of an outbox of
+// hundreds. (Its plan cannot tell: a MAX() that walks from the head down
+// to the first match is "SEARCH outbox" too.)
+func TestPruneCutReadsOnlyWhatGoes(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "o.db"), withIndexDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	lane := core.Lane{ChatID: core.DefaultChatID}
+	const frames = 3000
+	if err := s.Write(ctx, func(tx Tx) error {
+		for i := range frames {
+			m := &core.Message{ID: fmt.Sprint("m_", i), Lane: lane, Role: core.RoleUser, Text: "a message of a few words", TS: int64(1000 + i)}
+			if _, _, err := tx.AppendEvent(&core.Event{Type: core.EvMessage, Lane: lane, TS: int64(1000 + i), Message: m}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var table int
+	if err := s.w.QueryRow(`SELECT COUNT(*) FROM dbstat WHERE name = 'outbox'`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if table < 50 {
+		t.Fatalf("the outbox is %d pages: too few for the test to tell", table)
+	}
+	for _, c := range []struct {
+		what        string
+		keep, minTS int64
+		want        int64 // the cut
+	}{
+		{"nothing due", frames, 0, 0},
+		{"by count", frames - 10, 0, 10},
+		{"by age", frames, 1010, 10},
+	} {
+		var cut sql.NullInt64
+		if err := s.w.QueryRow(pruneCut, c.keep, c.minTS).Scan(&cut); err != nil {
+			t.Fatal(err)
+		}
+		if cut.Int64 != c.want {
+			t.Errorf("%s: cut %d, want %d", c.what, cut.Int64, c.want)
+		}
+		if n := pagesRead(t, s, pruneCut, c.keep, c.minTS); n > 12 {
+			t.Errorf("%s: the cut read %d pages of an outbox of %d", c.what, n, table)
+		}
 	}
 }
