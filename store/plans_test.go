@@ -66,6 +66,29 @@ func TestDeleteMessagesReadsNoWholeLane(t *testing.T) {
 	}
 }
 
+// Deleting a channel or thread finds the outbox's frames by its lane
+// (outbox_chat), not by a scan of the outbox.
+func TestDeleteChannelReadsNoWholeOutbox(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "c.db"), withIndexDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		lane string
+		args []any
+	}{{`chat_id = ?`, []any{"c"}}, {`chat_id = ? AND thread_id = ?`, []any{"c", "t"}}} {
+		for _, q := range deleteLaneQueries(c.lane) {
+			for _, line := range plan(t, s.w, q, c.args...) {
+				if strings.HasPrefix(line, "SCAN outbox") || strings.HasPrefix(line, "SCAN messages") ||
+					strings.HasPrefix(line, "SCAN conversation") || strings.HasPrefix(line, "SCAN reads") {
+					t.Errorf("%s\n  plans %q", q, line)
+				}
+			}
+		}
+	}
+}
+
 // An empty id names no message: deleting it leaves the lane's frames that
 // belong to no message (agent.busy, a thread's channel.created) alone.
 func TestDeleteMessagesEmptyIDKeepsFrames(t *testing.T) {
