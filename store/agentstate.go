@@ -73,11 +73,17 @@ func (t *sqliteTx) ClearConversation(lane core.Lane) error {
 // TruncateConversation removes the entry tied to messageID and every later
 // entry of its lane (/undo, /retry).
 func (t *sqliteTx) TruncateConversation(lane core.Lane, messageID string) error {
-	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
-		(SELECT MIN(seq) FROM conversation WHERE message_id = ? AND chat_id = ? AND thread_id = ?)`,
-		lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
+	_, err := t.exec(truncateConversation, lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
 	return err
 }
+
+// truncateConversation finds the entry by its message alone (the partial
+// index conversation_message, which the term that message_id is not empty
+// lets serve; +chat_id keeps conversation_lane out), then deletes the
+// lane's tail from it.
+// Found through the lane, it walked the lane's whole conversation.
+const truncateConversation = `DELETE FROM conversation WHERE chat_id = ? AND thread_id = ? AND seq >=
+	(SELECT MIN(seq) FROM conversation WHERE message_id = ? AND message_id != '' AND +chat_id = ? AND +thread_id = ?)`
 
 // LaneSettings returns a lane's settings (zero ones when it has none).
 func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSettings, error) {

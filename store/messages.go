@@ -82,19 +82,33 @@ func (t *sqliteTx) DeleteMessages(lane core.Lane, ids []string) error {
 	t.hist.lane(lane)
 	in, args := inList(ids)
 	args = append(args, lane.ChatID, lane.ThreadID)
-	const inLane = ` AND chat_id = ? AND thread_id = ?`
-	for _, q := range []string{
-		`DELETE FROM messages WHERE id IN ` + in + inLane,
-		`DELETE FROM reads WHERE message_id IN ` + in + inLane,
-		`DELETE FROM outbox WHERE type != 'message.deleted' AND message_id IN ` + in + inLane,
-		`DELETE FROM conversation WHERE message_id IN ` + in + inLane,
-		`DELETE FROM turns WHERE message_id IN ` + in + inLane,
-	} {
+	for _, q := range deleteMessagesQueries(in) {
 		if _, err := t.exec(q, args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleteMessagesQueries are DeleteMessages's statements for the ids'
+// placeholder list in (a test reads their plans). Each table is searched
+// by the ids alone: the lane's columns are written +chat_id, which no
+// index serves, and the term that message_id is not empty is what lets
+// the partial indexes on message_id serve. Without them SQLite's planner (no statistics) walked
+// the whole lane for reads and conversation, and the whole outbox, at
+// every delete: 88 ms in the writer's transaction at 100,000 messages.
+// The term also keeps an empty id from naming the lane's frames and
+// entries that belong to no message.
+func deleteMessagesQueries(in string) []string {
+	const inLane = ` AND +chat_id = ? AND +thread_id = ?`
+	const some = `message_id != '' AND message_id IN `
+	return []string{
+		`DELETE FROM messages WHERE id IN ` + in + inLane,
+		`DELETE FROM reads WHERE message_id IN ` + in + inLane,
+		`DELETE FROM outbox WHERE type != 'message.deleted' AND ` + some + in + inLane,
+		`DELETE FROM conversation WHERE ` + some + in + inLane,
+		`DELETE FROM turns WHERE message_id IN ` + in + inLane,
+	}
 }
 
 // Streaming returns the replies left streaming by a crash.

@@ -172,8 +172,8 @@ func (s *Store) OutboxCursors(ctx context.Context, after, upto int64, limit int)
 	return out, rows.Err()
 }
 
-// PruneOutbox keeps the newest keep frames and removes those older than
-// minTS (epoch ms), whichever removes more, recording the floor. It works
+// PruneOutbox keeps the newest keep frames and removes the oldest ones
+// older than minTS (epoch ms), whichever removes more, recording the floor. It works
 // in bounded transactions (PruneOutboxSome), so commits go on meanwhile.
 func (s *Store) PruneOutbox(ctx context.Context, keep int64, minTS int64) (int64, error) {
 	var total int64
@@ -195,7 +195,7 @@ const PruneChunk = 5000
 func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (removed int64, more bool, err error) {
 	err = s.write(ctx, func(tx *sqliteTx) error {
 		var cut sql.NullInt64
-		if err := tx.queryRow(`SELECT MAX(cursor) FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ? OR ts < ?`, keep, minTS).Scan(&cut); err != nil {
+		if err := tx.queryRow(pruneCut, keep, minTS).Scan(&cut); err != nil {
 			return err
 		}
 		if !cut.Valid {
@@ -215,6 +215,21 @@ func (s *Store) PruneOutboxSome(ctx context.Context, keep, minTS int64, n int) (
 	})
 	return removed, more, err
 }
+
+// pruneCut is the newest frame retention removes: the newest keep frames
+// stay, and the oldest frames go for as long as they are older than minTS.
+// Each half is a search by cursor that stops where it is answered: below
+// the head by keep, and at the oldest frame young enough to stay, so it
+// reads only frames that go. (A frame whose ts is older than an earlier
+// one's, the clock having stepped back, goes with the frames before it.)
+// One search for "cursor <= head - keep OR ts < minTS" walked down from the
+// head to the first frame that matched: every minute, in the writer's
+// transaction, the whole outbox while nothing was due (34 ms at 300,000
+// frames), keep frames when something was.
+const pruneCut = `SELECT MAX(c) FROM (
+	SELECT MAX(cursor) AS c FROM outbox WHERE cursor <= (SELECT MAX(cursor) FROM outbox) - ?1
+	UNION ALL
+	SELECT MAX(cursor) FROM outbox WHERE cursor < COALESCE((SELECT MIN(cursor) FROM outbox WHERE ts >= ?2), 1 << 62))`
 
 // OutboxLen is how many frames the outbox holds.
 func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
