@@ -203,3 +203,33 @@ func TestPruneCutReadsOnlyWhatGoes(t *testing.T) {
 		}
 	}
 }
+
+// Waking devices reads only the devices with a push registration
+// (devices_push), not every device row, at every event that wakes one.
+func TestPushDevicesReadsNoWholeTable(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.r.Query("EXPLAIN QUERY PLAN " + pushDevices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	used := false
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(detail, "SCAN devices") && !strings.Contains(detail, "devices_push") {
+			t.Errorf("PushDevices plans %q", detail)
+		}
+		used = used || strings.Contains(detail, "devices_push")
+	}
+	if !used {
+		t.Error("PushDevices does not use devices_push")
+	}
+}

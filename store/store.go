@@ -498,7 +498,7 @@ CREATE TABLE turns (
 	thread_id  TEXT NOT NULL DEFAULT '',
 	running    INTEGER NOT NULL DEFAULT 0
 );
-`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema, pushClaimSchema, turnReplySchema}
+`, pushSchema, cronSchema, mediaSchema, pushSchema2, recordsSchema, devicesTokenSchema, lazyIndexSchema, pushClaimSchema, turnReplySchema, devicesPushSchema}
 
 func now() int64 { return time.Now().UnixMilli() }
 
