@@ -79,8 +79,10 @@ func (c *Conn) DriveHere(start func()) bool { return c.q.driveHere(start) }
 // another thread. Frames queued with Send start a writer as ever.
 func (c *Conn) Hold() { c.q.hold() }
 
-// Writing reports whether a writer runs: it calls Next again, and
-// writes what that gives, before its turn ends.
+// Writing reports whether a writer runs and the connection is open: the
+// writer calls Next again, and writes what that gives, before its turn
+// ends. (Once the connection is closed, Next gives the writer the close,
+// after which it writes nothing more.)
 func (c *Conn) Writing() bool { return c.q.writing() }
 
 // Release ends Hold; true means frames wait and the caller must run the

@@ -198,11 +198,12 @@ func (q *queue) release() bool {
 	return true
 }
 
-// writing is Conn.Writing.
+// writing is Conn.Writing. A closed queue's writer is finishing (its
+// Next gave the close), so it does not count.
 func (q *queue) writing() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.running
+	return q.running && q.closed == nil
 }
 
 // hereMax bounds the bytes a read loop writes itself at release: a

@@ -369,7 +369,9 @@ func (p *prober) again() {
 		// what it writes too, rather than in a write(2) of its own
 		// (2.6 % of a fan-out burst's CPU). The writer's turn ends
 		// only after Next (which ends Writing) and then turnEnds,
-		// which waits for p.mu: the ping cannot be left behind.
+		// which waits for p.mu: the ping cannot be left behind. A
+		// close ends Writing too: the writer then settles (settle
+		// sends a due ping) or the socket is done (end).
 		p.due = true
 		p.mu.Unlock()
 		return

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/irisgate/irisgate/client"
+	"github.com/irisgate/irisgate/hub"
 	"github.com/irisgate/irisgate/internal/testgw"
 	"github.com/irisgate/irisgate/server"
 )
@@ -128,5 +130,60 @@ func TestProofPingsDueWhileWritingStillGo(t *testing.T) {
 		if err := g.App.Hub.WaitProven(ctx, "phone", head); err != nil {
 			t.Fatalf("round %d: the phone's last frame (cursor %d) was never proven: %v", round, head, err)
 		}
+	}
+}
+
+// A restart while a proof ping is in flight and a frame was written after
+// it: settle waits for that ping, whose answer has the next one go at once
+// (pong, again). again must write it itself, since the writer, settling,
+// writes nothing more. (It once left the ping for the writer's next write,
+// which never came: the frame was replayed after the restart, and the
+// close waited settle's second out.) Found by a review.
+func TestRestartProvesWhatWasWrittenAfterThePingInFlight(t *testing.T) {
+	spaced := func(c *server.AppConfig) { c.Server.ProofEvery = time.Hour }
+	g := testgw.Start(t, spaced)
+	a := dialTap(t, g, "phone") // it reads nothing until told: pings go unanswered
+	b := g.Dial(t, "tablet")
+	before := pings(t, g)
+	createChannel(t, b, "pinged", "") // the phone's first proof ping: at once
+	phone := func() *hub.Conn {
+		var c *hub.Conn
+		g.App.Hub.Each(func(x *hub.Conn) {
+			if x.DeviceID == "phone" {
+				c = x
+			}
+		})
+		return c
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(testgw.Wait); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+		}
+	}
+	until("the phone's first ping", func() bool { return pings(t, g) > before })
+	createChannel(t, b, "after-the-ping", "") // written to the phone, waits for the next ping
+	until("the second frame written, unproven", func() bool { c := phone(); return c != nil && c.Pending() })
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		g.Close()
+	}()
+	until("the phone's connection closed", func() bool { c := phone(); return c == nil || c.Err() != nil })
+	// The phone reads from now on: its library answers the ping in
+	// flight, and the one its answer brings.
+	go func() {
+		for {
+			if _, _, err := a.ws.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	<-closed
+	g = testgw.StartIn(t, g.Dir, spaced)
+	if got := syncFrom(t, g.Dial(t, "phone"), a.ack.SyncCursor); len(got) != 0 {
+		t.Errorf("after a restart the phone is replayed %d frames it had read: %v", len(got), types(got))
 	}
 }
