@@ -146,24 +146,23 @@ func (p *prober) proof() {
 }
 
 // turnEnds is the writer's report that its turn ends (its queue is
-// empty): a proof ping again left for its next write goes now.
+// empty): a proof ping again left for its next write goes now, from a
+// goroutine of its own. The writer may be the read loop (hub's Release),
+// which a write(2) waiting for a peer that does not read must not hold:
+// the loop would stop reading that peer's frames.
 func (p *prober) turnEnds() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.due {
-		p.mu.Unlock()
 		return
 	}
 	p.due = false
 	if p.ended || p.conn == nil || !p.conn.Pending() {
 		p.doneLocked()
-		p.mu.Unlock()
 		return
 	}
 	p.startLocked()
-	want := p.want
-	p.armLocked(want)
-	p.mu.Unlock()
-	p.write(want)
+	p.goLocked()
 }
 
 // scheduleLocked has again send the next proof ping after wait.
