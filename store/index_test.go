@@ -452,20 +452,10 @@ func TestIndexBatchReadsNoWholeTable(t *testing.T) {
 		{q.watermark, nil}, {q.nth, []any{1, 63}}, {q.newest, []any{1}}, {q.indexRange, []any{1, 64}},
 		{q.setWatermark, []any{64}}, {q.indexQueue, nil}, {q.emptyQueue, nil},
 	} {
-		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.sql, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
+		for _, detail := range plan(t, s.w, c.sql, c.args...) {
 			if strings.HasPrefix(detail, "SCAN messages") || strings.HasPrefix(detail, "SCAN m ") || detail == "SCAN m" {
 				t.Errorf("%s\n  plans %q", c.sql, detail)
 			}
 		}
-		rows.Close()
 	}
 }

@@ -212,18 +212,8 @@ func TestPushDevicesReadsNoWholeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rows, err := s.r.Query("EXPLAIN QUERY PLAN " + pushDevices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	used := false
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
+	for _, detail := range plan(t, s.r, pushDevices) {
 		if strings.HasPrefix(detail, "SCAN devices") && !strings.Contains(detail, "devices_push") {
 			t.Errorf("PushDevices plans %q", detail)
 		}
