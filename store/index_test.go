@@ -76,11 +76,7 @@ type modelMsg struct {
 // entry of a deleted message or of a replaced text, and once caught up it
 // holds exactly every message that does not stream, with its current text.
 func TestIndexFollowsEveryChange(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	ctx := context.Background()
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	rnd := rand.New(rand.NewSource(17))
@@ -273,11 +269,7 @@ func checkModel(t *testing.T, s *Store, ms []*modelMsg, caughtUp bool) {
 // doing: writers and searchers race, and each writer's message must be
 // found by the search it makes right after its commit.
 func TestSearchFindsWhatWasJustCommitted(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), withIndexDelay(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Millisecond))
 	ctx := context.Background()
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	var wg sync.WaitGroup
@@ -310,11 +302,7 @@ func TestSearchFindsWhatWasJustCommitted(t *testing.T) {
 // Without a search, the indexer takes commits in by itself soon after.
 func TestIndexerRunsAfterCommits(t *testing.T) {
 	ran := make(chan error, 16)
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), withIndexDelay(time.Millisecond), withIndexRuns(func(err error) { ran <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Millisecond), withIndexRuns(func(err error) { ran <- err }))
 	insertAll(t, s, core.Message{ID: "m1", Lane: core.Lane{ChatID: "default"}, Role: core.RoleUser, Text: "quokka", TS: 1})
 	select {
 	case err := <-ran:
@@ -427,11 +415,7 @@ func TestIndexUpgradeFromCommitTimeIndex(t *testing.T) {
 // store took 479 live inserts a second instead of 19,862 (`irisgate bench
 // --scenarios search`, "one by one").
 func TestIndexBatchReadsNoWholeTable(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "b.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	ctx := context.Background()
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	if err := s.Write(ctx, func(tx Tx) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +40,7 @@ func plan(t *testing.T, db *sql.DB, q string, args ...any) []string {
 // rows by the ids: never a scan, never a walk of the lane's rows (an index
 // searched on the lane's columns alone), which grow with its history.
 func TestDeleteMessagesReadsNoWholeLane(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "p.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	in, args := inList([]string{"m_1", "m_2"})
 	args = append(args, core.DefaultChatID, "")
 	type stmt struct {
@@ -69,11 +64,7 @@ func TestDeleteMessagesReadsNoWholeLane(t *testing.T) {
 // Deleting a channel or thread finds the outbox's frames by its lane
 // (outbox_chat), not by a scan of the outbox.
 func TestDeleteChannelReadsNoWholeOutbox(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "c.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	for _, c := range []struct {
 		lane string
 		args []any
@@ -92,11 +83,7 @@ func TestDeleteChannelReadsNoWholeOutbox(t *testing.T) {
 // An empty id names no message: deleting it leaves the lane's frames that
 // belong to no message (agent.busy, a thread's channel.created) alone.
 func TestDeleteMessagesEmptyIDKeepsFrames(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "e.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	ctx := context.Background()
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	if err := s.Write(ctx, func(tx Tx) error {
@@ -156,11 +143,7 @@ func pagesRead(t *testing.T, s *Store, q string, args ...any) int {
 // hundreds. (Its plan cannot tell: a MAX() that walks from the head down
 // to the first match is "SEARCH outbox" too.)
 func TestPruneCutReadsOnlyWhatGoes(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "o.db"), withIndexDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, withIndexDelay(time.Hour))
 	ctx := context.Background()
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	const frames = 3000
@@ -207,11 +190,7 @@ func TestPruneCutReadsOnlyWhatGoes(t *testing.T) {
 // Waking devices reads only the devices with a push registration
 // (devices_push), not every device row, at every event that wakes one.
 func TestPushDevicesReadsNoWholeTable(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t)
 	used := false
 	for _, detail := range plan(t, s.r, pushDevices) {
 		if strings.HasPrefix(detail, "SCAN devices") && !strings.Contains(detail, "devices_push") {

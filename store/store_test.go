@@ -17,9 +17,10 @@ import (
 // rows behind the store's back, migrations, the full-text index, bulk
 // import.
 
-func open(t *testing.T) *Store {
+// open opens a store in a temporary directory, closed when the test ends.
+func open(t *testing.T, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"))
+	s, err := Open(filepath.Join(t.TempDir(), "t.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
