@@ -92,7 +92,7 @@ func (s *Store) LaneSettings(ctx context.Context, lane core.Lane) (record.LaneSe
 	}
 	gen := s.sets.begin()
 	var b []byte
-	err := s.queryRow(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
+	err := s.pointRow(ctx, `SELECT body FROM lane_settings WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID).Scan(&b)
 	if err == sql.ErrNoRows {
 		ls := record.LaneSettings{V: record.Version}
 		s.sets.put(gen, lane, ls)
@@ -124,7 +124,7 @@ func (t *sqliteTx) SetLaneSettings(lane core.Lane, ls record.LaneSettings) error
 // Approved reports whether a command was approved "always".
 func (s *Store) Approved(ctx context.Context, command string) (bool, error) {
 	var n int
-	err := s.queryRow(ctx, `SELECT COUNT(*) FROM approvals WHERE command = ?`, command).Scan(&n)
+	err := s.pointRow(ctx, `SELECT COUNT(*) FROM approvals WHERE command = ?`, command).Scan(&n)
 	return n > 0, err
 }
 

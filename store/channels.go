@@ -40,7 +40,7 @@ func (s *Store) Channels(ctx context.Context) ([]core.Channel, error) {
 
 // Channel returns one directory entry.
 func (s *Store) Channel(ctx context.Context, chatID string) (core.Channel, error) {
-	return getChannel(s.queryRow(ctx, `SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
+	return getChannel(s.pointRow(ctx, `SELECT `+channelCols+` FROM channels WHERE chat_id = ?`, chatID))
 }
 
 // Channel reads an entry inside a write transaction.

@@ -79,7 +79,7 @@ func writeMessages(t *testing.T, s *Store, n int) {
 	text := strings.Repeat("checkpoint ", 2000)
 	lk := core.Lane{ChatID: core.DefaultChatID}
 	for range n {
-		m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+		m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 		if err := s.Write(context.Background(), func(tx Tx) error { return tx.InsertMessage(m, false) }); err != nil {
 			t.Fatal(err)
 		}

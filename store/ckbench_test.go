@@ -38,7 +38,7 @@ func BenchmarkPacedCommitLatency(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				<-tick.C
-				m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: int64(i + 1)}
+				m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleUser, Text: text, TS: int64(i + 1)}
 				t0 := time.Now()
 				err := s.Write(context.Background(), func(tx Tx) error {
 					if err := tx.InsertMessage(m, false); err != nil {

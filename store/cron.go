@@ -141,7 +141,7 @@ func (s *Store) CronJobs(ctx context.Context) ([]CronJob, error) {
 
 // CronJob loads one job.
 func (s *Store) CronJob(ctx context.Context, id string) (CronJob, error) {
-	j, err := scanCron(s.queryRow(ctx, `SELECT `+cronCols+` FROM cron_jobs WHERE id = ?`, id))
+	j, err := scanCron(s.pointRow(ctx, `SELECT `+cronCols+` FROM cron_jobs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, ErrNotFound
 	}

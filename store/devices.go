@@ -41,7 +41,7 @@ const tokenAlive = `(token_id NOT LIKE 'tok\_%' ESCAPE '\' OR token_id IN (SELEC
 func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 	d := Device{ID: id}
 	var webPush []byte
-	err := s.queryRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, token_id, NOT `+tokenAlive+`
+	err := s.pointRow(ctx, `SELECT name, fcm_token, ntfy_topic, webpush, last_pushed_cursor, token_id, NOT `+tokenAlive+`
 		FROM devices WHERE device_id = ?`, id).
 		Scan(&d.Name, &d.FCMToken, &d.NtfyTopic, &webPush, &d.LastPushedCursor, &d.TokenID, &d.Revoked)
 	if err == sql.ErrNoRows {
@@ -59,7 +59,7 @@ func (s *Store) Device(ctx context.Context, id string) (Device, error) {
 // device whose push registration does not decode still connects.
 func (s *Store) LastPushed(ctx context.Context, id string) (int64, error) {
 	var c int64
-	err := s.queryRow(ctx, `SELECT last_pushed_cursor FROM devices WHERE device_id = ?`, id).Scan(&c)
+	err := s.pointRow(ctx, `SELECT last_pushed_cursor FROM devices WHERE device_id = ?`, id).Scan(&c)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}
@@ -70,7 +70,7 @@ func (s *Store) LastPushed(ctx context.Context, id string) (int64, error) {
 // alone like LastPushed.
 func (s *Store) DeviceName(ctx context.Context, id string) (string, error) {
 	var name string
-	err := s.queryRow(ctx, `SELECT name FROM devices WHERE device_id = ?`, id).Scan(&name)
+	err := s.pointRow(ctx, `SELECT name FROM devices WHERE device_id = ?`, id).Scan(&name)
 	if err == sql.ErrNoRows {
 		return "", nil
 	}
@@ -195,7 +195,7 @@ func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
 // for a device never seen); package hub keeps them while it is connected.
 func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, error) {
 	var proven string
-	err := s.queryRow(ctx, `SELECT proven FROM devices WHERE device_id = ?`, id).Scan(&proven)
+	err := s.pointRow(ctx, `SELECT proven FROM devices WHERE device_id = ?`, id).Scan(&proven)
 	if err == sql.ErrNoRows {
 		return nil, nil
 	}
@@ -210,7 +210,7 @@ func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, 
 // (as LoadProofs); zero values for a device never seen.
 func (s *Store) HelloState(ctx context.Context, id string) (lastPushed int64, proven []core.CursorRange, err error) {
 	var enc string
-	err = s.queryRow(ctx, `SELECT last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).Scan(&lastPushed, &enc)
+	err = s.pointRow(ctx, `SELECT last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).Scan(&lastPushed, &enc)
 	if err == sql.ErrNoRows {
 		return 0, nil, nil
 	}

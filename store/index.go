@@ -217,7 +217,7 @@ func (s *Store) catchUp(ctx context.Context) (int, error) {
 // indexState reports whether the index holds every message committed, and
 // the newest message's seq.
 func (s *Store) indexState(ctx context.Context) (current bool, head int64, err error) {
-	err = s.queryRow(ctx, `SELECT h.head, upto >= h.head AND NOT EXISTS (SELECT 1 FROM fts_pending)
+	err = s.pointRow(ctx, `SELECT h.head, upto >= h.head AND NOT EXISTS (SELECT 1 FROM fts_pending)
 		FROM fts_state, (SELECT COALESCE(MAX(seq), 0) AS head FROM messages) h`).Scan(&head, &current)
 	return current, head, err
 }

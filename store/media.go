@@ -129,7 +129,7 @@ func (t *sqliteTx) PutUpload(deviceID, ref string, m core.Media) error {
 // is unknown, was used or has expired).
 func (s *Store) Upload(ctx context.Context, deviceID, ref string) (core.Media, error) {
 	var m core.Media
-	err := s.queryRow(ctx, `SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
+	err := s.pointRow(ctx, `SELECT sha256, kind, mime, size, filename FROM uploads WHERE device_id = ? AND ref = ?`, deviceID, ref).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
@@ -183,7 +183,7 @@ func (t *sqliteTx) insertMedia(m core.Media, lane core.Lane) error {
 // Media returns a stored file by its md_ id.
 func (s *Store) Media(ctx context.Context, id string) (core.Media, error) {
 	m := core.Media{ID: id}
-	err := s.queryRow(ctx, `SELECT sha256, kind, mime, size, filename, message_id FROM media WHERE id = ?`, id).
+	err := s.pointRow(ctx, `SELECT sha256, kind, mime, size, filename, message_id FROM media WHERE id = ?`, id).
 		Scan(&m.SHA256, &m.Kind, &m.Mime, &m.Size, &m.Filename, &m.MessageID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
@@ -233,7 +233,7 @@ func (s *Store) ForgetBlob(ctx context.Context, sha256 string) (bool, error) {
 // HasBlob reports whether the content store is meant to hold sha256.
 func (s *Store) HasBlob(ctx context.Context, sha256 string) (bool, error) {
 	var n int
-	err := s.queryRow(ctx, `SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n)
+	err := s.pointRow(ctx, `SELECT COUNT(*) FROM blobs WHERE sha256 = ?`, sha256).Scan(&n)
 	return n > 0, err
 }
 

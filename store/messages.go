@@ -150,7 +150,7 @@ func (s *Store) History(ctx context.Context, lane core.Lane, beforeID string, li
 func (s *Store) historyQuery(ctx context.Context, lane core.Lane, beforeID string, limit int) ([]core.Message, bool, error) {
 	before := int64(1 << 62)
 	if beforeID != "" {
-		err := s.queryRow(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
+		err := s.pointRow(ctx, `SELECT seq FROM messages WHERE id = ? AND chat_id = ? AND thread_id = ?`,
 			beforeID, lane.ChatID, lane.ThreadID).Scan(&before)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, ErrNotFound

@@ -69,7 +69,7 @@ func OutboxRowOf(ev *core.Event) OutboxRow { return outboxRow(ev) }
 // OutboxHead returns the newest cursor ever assigned (0 for none).
 func (s *Store) OutboxHead(ctx context.Context) (int64, error) {
 	var head sql.NullInt64
-	err := s.queryRow(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'outbox'`).Scan(&head)
+	err := s.pointRow(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'outbox'`).Scan(&head)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}
@@ -240,7 +240,7 @@ func (s *Store) OutboxLen(ctx context.Context) (int64, error) {
 
 func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.queryRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	err := s.pointRow(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
 	if err == sql.ErrNoRows {
 		return "", nil
 	}

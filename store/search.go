@@ -75,7 +75,7 @@ func (s *Store) SearchPageBefore(ctx context.Context, query string, lane *core.L
 	}
 	below := int64(math.MaxInt64)
 	if before != "" {
-		err := s.queryRow(ctx, `SELECT seq FROM messages WHERE id = ?`, before).Scan(&below)
+		err := s.pointRow(ctx, `SELECT seq FROM messages WHERE id = ?`, before).Scan(&below)
 		if errors.Is(err, sql.ErrNoRows) {
 			return SearchPage{}, ErrNotFound
 		}

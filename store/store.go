@@ -124,6 +124,19 @@ func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return st.QueryRowContext(ctx, args...)
 }
 
+// pointRow is queryRow for a statement that reads a row by key: one that
+// ends in microseconds, so ending it early is worth nothing, while a
+// context that can end costs every statement two goroutines to watch it
+// (database/sql's Rows and modernc.org/sqlite's interrupt each start one)
+// and the wake-up of an idle P to run them. A context already ended still
+// gets its error.
+func (s *Store) pointRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if ctx.Err() == nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return s.queryRow(ctx, q, args...)
+}
+
 // Option configures Open.
 type Option func(*Store)
 
