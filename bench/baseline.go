@@ -364,7 +364,7 @@ func measureCommits(ctx context.Context, o *Options, b *baselines) error {
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	text := textOf("commit baseline", 120)
 	send := func(tx store.Tx) error {
-		m := core.Message{ID: core.NewID("m_"), Lane: lane, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+		m := core.Message{ID: core.NewMessageID(), Lane: lane, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 		if err := tx.InsertMessage(m, false); err != nil {
 			return err
 		}
@@ -398,7 +398,7 @@ func measureCommits(ctx context.Context, o *Options, b *baselines) error {
 		}
 	}
 	b.commit64 = time.Since(start) / time.Duration(batches*64)
-	m := core.Message{ID: core.NewID("m_"), Lane: lane, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lane, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 	ev := &core.Event{Type: core.EvMessage, Lane: lane, TS: m.TS, Message: &m}
 	start = time.Now()
 	for range batches / 2 {

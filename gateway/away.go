@@ -199,7 +199,7 @@ func (g *Gateway) postCron(ctx context.Context, lk core.Lane, j store.CronJob, t
 	if strings.TrimSpace(text) == SilentReply || strings.TrimSpace(text) == "" {
 		return nil
 	}
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
 	if err := g.commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return err

@@ -58,7 +58,7 @@ func (g *Gateway) Send(ctx context.Context, from Caller, req SendRequest) error 
 		th = &core.Channel{ChatID: core.NewID("t_"), Name: threadTitle(req.Text), Kind: core.KindThread, ParentChatID: ch.ChatID, Auto: true}
 		req.Lane.ThreadID = th.ChatID
 	}
-	m := core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}
 	var voiceNote string
 	if !isCmd && strings.TrimSpace(req.Text) == "" && len(refs) > 0 {
 		// After the parse: a transcript never runs as a slash command.

@@ -64,7 +64,7 @@ func (d *FileDelivery) Post(ctx context.Context, caption string) (core.Message, 
 		return core.Message{}, ErrTextTooLong.New(len(caption), MaxTextBytes)
 	}
 	lk := d.lane
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: caption, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleCron, Text: caption, TS: time.Now().UnixMilli()}
 	for _, f := range files {
 		f.ID = core.NewID("md_")
 		m.Media = append(m.Media, f)

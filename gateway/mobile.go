@@ -95,7 +95,7 @@ func (g *Gateway) Deliver(ctx context.Context, lk core.Lane, text string) (core.
 		return core.Message{}, ErrTextTooLong.New(len(text), MaxTextBytes)
 	}
 	now := time.Now().UnixMilli()
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, TS: now}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleCron, Text: text, TS: now}
 	if err := g.commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		return m, err

@@ -169,7 +169,7 @@ func (g *Gateway) queueSend(ctx context.Context, from Caller, req SendRequest) (
 	if g.turns.Down() {
 		return nil, turn.ErrShuttingDown.New()
 	}
-	s := &pipedSend{from: from, m: core.Message{ID: core.NewID("m_"), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}}
+	s := &pipedSend{from: from, m: core.Message{ID: core.NewMessageID(), Lane: req.Lane, Role: core.RoleUser, Text: req.Text, ReplyTo: req.ReplyTo, TS: time.Now().UnixMilli()}}
 	var err error
 	if s.slot, err = g.turns.Reserve(req.Lane, from.Token()); err != nil {
 		return nil, err

@@ -113,7 +113,7 @@ func (h *host) PostCron(ctx context.Context, lk core.Lane, j store.CronJob, text
 	h.mu.Lock()
 	h.posted = append(h.posted, text)
 	h.mu.Unlock()
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleCron, Text: text, Model: "cron: " + j.Name, TS: time.Now().UnixMilli()}
 	return h.rig.log.Commit(ctx, func(tx store.Tx) error { return tx.InsertMessage(m, false) },
 		&core.Event{Type: core.EvMessage, Lane: lk, Message: &m})
 }
@@ -169,7 +169,7 @@ func newRigOn(t *testing.T, a agent.Agent, wrap func(commit.Store) commit.Store,
 // does.
 func (rg *rig) send(text string, from *device) core.Message {
 	rg.t.Helper()
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 	slot, err := rg.r.Reserve(lk, "")
 	if err != nil {
 		rg.t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // outboxed (devices that were away learn of it) but kept out of history,
 // which holds the conversation.
 func (r *Runner) SystemMessage(ctx context.Context, lk core.Lane, text string) {
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
 	if err := r.c.Commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m}); err != nil {
 		r.log.Error("system message", "lane", lk.String(), "err", err)
 	}
@@ -77,7 +77,7 @@ func clip(s string, n int) string {
 // whose copy to the caller answers its request: the reply to a
 // picker.select.
 func (r *Runner) Reply(ctx context.Context, lk core.Lane, to hub.Caller, text string) {
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleSystem, Text: text, TS: time.Now().UnixMilli()}
 	if err := r.c.Commit(ctx, nil, &core.Event{Type: core.EvMessage, Lane: lk, Message: &m, ReplyTo: to.Reply()}); err != nil {
 		r.log.Error("reply message", "lane", lk.String(), "err", err)
 	}

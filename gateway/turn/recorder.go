@@ -53,7 +53,7 @@ type recorder struct {
 
 func (r *Runner) newRecorder(l *lane, t *turn) *recorder {
 	now := time.Now()
-	return &recorder{r: r, l: l, t: t, lk: l.key, start: now, lastSave: now, fin: context.Background(), replyID: core.NewID("m_")}
+	return &recorder{r: r, l: l, t: t, lk: l.key, start: now, lastSave: now, fin: context.Background(), replyID: core.NewMessageID()}
 }
 
 // Emit is the agent's emit: each event kind to its method.
@@ -147,7 +147,7 @@ func (rec *recorder) text(piece string) {
 }
 
 func (rec *recorder) commentary(text string) {
-	rec.r.c.Commit(rec.fin, nil, &core.Event{Type: core.EvCommentary, Lane: rec.lk, StreamID: core.NewID("m_"), Text: text})
+	rec.r.c.Commit(rec.fin, nil, &core.Event{Type: core.EvCommentary, Lane: rec.lk, StreamID: core.NewMessageID(), Text: text})
 }
 
 // textIsCommentary: what streamed so far was the model thinking aloud

@@ -126,7 +126,7 @@ func (r *Runner) Steer(ctx context.Context, from hub.Caller, lk core.Lane, text 
 		return false, nil
 	}
 	// Echoed first, so devices see the words before the agent acts on them.
-	m := core.Message{ID: core.NewID("m_"), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
+	m := core.Message{ID: core.NewMessageID(), Lane: lk, Role: core.RoleUser, Text: text, TS: time.Now().UnixMilli()}
 	// Steering the turn does not take runs as a turn of its own: it holds
 	// a place in the queue until the turn takes it.
 	slot, err := r.Reserve(lk, from.Token())

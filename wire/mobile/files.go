@@ -177,7 +177,7 @@ func (o *outFiles) send(ctx context.Context, conn *hub.Conn, mediaID string) (pl
 		// the file is instead.
 		text := fmt.Sprintf("📎 %s (%s) is larger than the %d MiB this app takes: open it from this conversation on another device.",
 			m.Filename, humanSize(m.Size), mobilev1.MaxMediaBytes>>20)
-		for _, out := range messageFrames(core.NewID("m_"), text, false, true) {
+		for _, out := range messageFrames(core.NewMessageID(), text, false, true) {
 			if err := send(out); err != nil {
 				return 0, err
 			}
