@@ -56,7 +56,7 @@ func commitSends(b *testing.B, s *Store, after func() error) {
 	b.ReportAllocs()
 	for b.Loop() {
 		i++
-		m := core.Message{ID: fmt.Sprintf("m_bench%09d", i), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
+		m := core.Message{ID: core.NewMessageID(), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
 		if err := s.Write(ctx, func(tx Tx) error {
 			if err := tx.InsertMessage(m, false); err != nil {
 				return err
@@ -171,14 +171,20 @@ func BenchmarkIndexBatch(b *testing.B) {
 func BenchmarkSendRows(b *testing.B) {
 	lane := core.Lane{ChatID: core.DefaultChatID}
 	texts := sendTexts(4096)
+	// The ids are a message's (core.NewMessageID), or random ones as they
+	// were before it: each of those lands on a random page of the three
+	// indexes keyed by it.
+	random := func() string { return core.NewID("m_") }
 	for _, c := range []struct {
 		name                 string
 		message, turn, frame bool
+		id                   func() string
 	}{
-		{"message+turn+outbox", true, true, true},
-		{"message", true, false, false},
-		{"turn", false, true, false},
-		{"outbox", false, false, true},
+		{"message+turn+outbox", true, true, true, core.NewMessageID},
+		{"message+turn+outbox/random-ids", true, true, true, random},
+		{"message", true, false, false, core.NewMessageID},
+		{"turn", false, true, false, core.NewMessageID},
+		{"outbox", false, false, true, core.NewMessageID},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s, err := Open(filepath.Join(b.TempDir(), "b.db"), withIndexDelay(time.Hour))
@@ -192,7 +198,7 @@ func BenchmarkSendRows(b *testing.B) {
 				if err := s.Write(ctx, func(tx Tx) error {
 					for range 64 {
 						i++
-						m := core.Message{ID: fmt.Sprintf("m_bench%09d", i), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
+						m := core.Message{ID: c.id(), Lane: lane, Role: core.RoleUser, Text: texts[i%len(texts)], TS: 1700000000000 + int64(i)}
 						if c.message {
 							if err := tx.InsertMessage(m, false); err != nil {
 								return err
