@@ -67,3 +67,21 @@ func TestDurability(t *testing.T) {
 		t.Fatalf("the refused open made the file: %v", err)
 	}
 }
+
+// A keyed read runs under a context that cannot end (pointRow), but one
+// whose context has ended already still fails with its error, and one
+// running under a live context still reads.
+func TestPointReadsHonourAnEndedContext(t *testing.T) {
+	s := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Write(ctx, func(tx Tx) error { _, err := tx.SeeDevice(Device{ID: "phone"}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.HelloState(ctx, "phone"); err != nil {
+		t.Fatalf("a keyed read under a live context: %v", err)
+	}
+	cancel()
+	if _, _, err := s.HelloState(ctx, "phone"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a keyed read under an ended context returned %v, want context.Canceled", err)
+	}
+}
