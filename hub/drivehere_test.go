@@ -10,8 +10,8 @@ import (
 // for them; once that drain ends its turn, a push starts one as drive's
 // would.
 func TestDriveHereLeavesTheFirstWriterToTheCaller(t *testing.T) {
-	started := make(chan struct{}, 4)
-	writer := func(q *queue) func() { return countingWriter(q, started) }
+	started, stopped := make(chan struct{}, 4), make(chan struct{}, 4)
+	writer := func(q *queue) func() { return countingWriter(q, started, stopped) }
 	q := newQueue(10, 1<<20)
 	if q.driveHere(writer(q)) {
 		t.Fatal("driveHere on an empty queue asked its caller to write")

@@ -426,29 +426,22 @@ func (h *Hub) Deliver(ev *core.Event) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, c := range h.conns {
-		if ev.Cursor != 0 && c.q.sentHas(ev.Cursor) {
-			// A sync queued it on this connection already: its commit
-			// was visible before it got here (with replicas, the read
-			// of another's frames takes a moment longer).
-			continue
-		}
-		if ev.NotTo != "" && ev.NotTo == c.DeviceID {
-			c.skip(ev.Cursor)
-			continue
-		}
-		var reqID int64
-		if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
-			reqID = ev.ReplyTo.ReqID
-		}
-		frames := c.codec.Frames(ev, reqID)
-		if len(frames) == 0 {
-			c.skip(ev.Cursor)
-		}
-		for _, o := range frames {
-			o.Cursor = ev.Cursor
-			if !c.q.push(o) {
-				break
+		// A sync may have queued the frame on this connection already:
+		// its commit was visible before it got here (with replicas, the
+		// read of another's frames takes a moment longer). pushEvent
+		// checks that under the lock it pushes with.
+		var frames []Out
+		if ev.NotTo == "" || ev.NotTo != c.DeviceID {
+			var reqID int64
+			if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
+				reqID = ev.ReplyTo.ReqID
 			}
+			frames = c.codec.Frames(ev, reqID)
+		}
+		if len(frames) > 0 {
+			c.q.pushEvent(frames, ev.Cursor)
+		} else if ev.Cursor == 0 || !c.q.sentHas(ev.Cursor) {
+			c.skip(ev.Cursor)
 		}
 	}
 }

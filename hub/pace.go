@@ -266,7 +266,7 @@ func (q *queue) releaseLocked(l *lane, now time.Time) {
 		q.keys = make(map[string]int)
 	}
 	q.keys[o.Key] = len(q.items)
-	q.items = append(q.items, o)
+	q.appendLocked(o)
 }
 
 // forgetLanesLocked drops the lanes that hold nothing and have been idle

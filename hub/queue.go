@@ -40,6 +40,7 @@ var ErrReplaced = errors.New("hub: replaced by a newer connection of the same de
 type queue struct {
 	mu       sync.Mutex
 	items    []Out
+	box      *[]Out         // items' holder in itemArrays, kept to give it back
 	keys     map[string]int // Key -> index in items
 	bytes    int            // charged, see charge
 	size     int            // the frames' real bytes, which replays pace by
@@ -128,6 +129,29 @@ func (q *queue) pushHere(o Out) bool { return q.pushFrom(o, true) }
 func (q *queue) pushFrom(o Out, here bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.pushLocked(o, here)
+}
+
+// pushEvent queues a broadcast event's frames, all carrying cursor,
+// unless a sync queued that cursor here already: the check and the push
+// take the lock once (Hub.Deliver's cost per device and event). It
+// reports false when the queue is closed.
+func (q *queue) pushEvent(frames []Out, cursor int64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cursor != 0 && q.sent.Has(cursor) {
+		return q.closed == nil
+	}
+	for _, o := range frames {
+		o.Cursor = cursor
+		if !q.pushLocked(o, false) {
+			return false
+		}
+	}
+	return true
+}
+
+func (q *queue) pushLocked(o Out, here bool) bool {
 	if q.closed != nil {
 		return false
 	}
@@ -157,7 +181,7 @@ func (q *queue) pushFrom(o Out, here bool) bool {
 		}
 		q.keys[o.Key] = len(q.items)
 	}
-	q.items = append(q.items, o)
+	q.appendLocked(o)
 	q.bytes += q.charge(o)
 	q.size += len(o.Data)
 	q.noteSent(o)
@@ -266,13 +290,49 @@ func (q *queue) next(buf []Out) ([]Out, error) {
 		q.running = false
 		// Idle from now on, perhaps for hours: keep no arrays sized for
 		// the last burst.
-		q.items, q.keys = nil, nil
+		q.giveBackLocked()
+		q.keys = nil
 		if at := q.forgetLanesLocked(); !at.IsZero() {
 			q.armLocked(at.Sub(q.clock()))
 		}
 	}
 	q.mu.Unlock()
 	return buf[:0], err
+}
+
+// itemArrays lends queues their arrays while frames flow (*[]Out). A
+// queue going idle gives its array back instead of keeping one per idle
+// connection; and a fan-out burst's writers go idle and busy again once
+// a commit, so an array grown from nothing each time was half of the bytes
+// a burst allocated.
+var itemArrays sync.Pool
+
+// pooledItemsMax bounds the arrays itemArrays keeps (a 64 KiB one).
+const pooledItemsMax = 1024
+
+// appendLocked adds o to items, borrowing an array for the first.
+func (q *queue) appendLocked(o Out) {
+	if cap(q.items) == 0 {
+		if p, ok := itemArrays.Get().(*[]Out); ok {
+			q.items, q.box = (*p)[:0], p
+		}
+	}
+	q.items = append(q.items, o)
+}
+
+// giveBackLocked returns items' array to itemArrays. Every path that
+// shortens items clears what it drops, so the array holds no frames past
+// its length and is not cleared again here.
+func (q *queue) giveBackLocked() {
+	if c := cap(q.items); c > 0 && c <= pooledItemsMax {
+		p := q.box
+		if p == nil {
+			p = new([]Out)
+		}
+		*p = q.items[:0]
+		itemArrays.Put(p)
+	}
+	q.items, q.box = nil, nil
 }
 
 func (q *queue) takeLocked(buf []Out) []Out {

@@ -162,3 +162,45 @@ func TestQueueTakesOneFrameLargerThanItsBudget(t *testing.T) {
 		t.Fatalf("closed with %v", q.err())
 	}
 }
+
+// A queue borrows its array while frames flow and gives it back when its
+// writer finds nothing to do: an idle connection holds none, and the next
+// burst's queue gets one that has room already.
+func TestQueueGivesItsArrayBackWhenIdle(t *testing.T) {
+	q := newQueue(100, 1<<20)
+	q.drive(func() {})
+	for i := range 40 {
+		q.push(Out{Data: []byte{byte(i)}})
+	}
+	if buf, _ := q.next(nil); len(buf) != 40 {
+		t.Fatalf("took %d frames, want 40", len(buf))
+	}
+	if buf, _ := q.next(nil); len(buf) != 0 {
+		t.Fatalf("%d frames left", len(buf))
+	}
+	if q.items != nil || q.box != nil {
+		t.Fatalf("an idle queue holds an array of %d", cap(q.items))
+	}
+	q.push(Out{Data: []byte("again")})
+	if buf, _ := q.next(nil); len(buf) != 1 || string(buf[0].Data) != "again" {
+		t.Fatalf("after going idle the queue gave %v", buf)
+	}
+}
+
+// pushEvent queues every frame of an event under its cursor, once: a
+// second delivery of the cursor (a sync got there first) adds nothing.
+func TestQueuePushEventOnce(t *testing.T) {
+	q := newQueue(100, 1<<20)
+	frames := []Out{{Data: []byte("edit")}, {Data: []byte("done")}}
+	if !q.pushEvent(frames, 9) || !q.pushEvent(frames, 9) {
+		t.Fatal("pushEvent on an open queue reported it closed")
+	}
+	buf, _ := q.take(t.Context(), nil)
+	if len(buf) != 2 || buf[0].Cursor != 9 || buf[1].Cursor != 9 || string(buf[1].Data) != "done" {
+		t.Fatalf("queued %+v, want both frames once at cursor 9", buf)
+	}
+	q.close(ErrSlow)
+	if q.pushEvent([]Out{{Data: []byte("late")}}, 10) {
+		t.Fatal("pushEvent on a closed queue reported it open")
+	}
+}

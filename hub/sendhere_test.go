@@ -8,9 +8,12 @@ import (
 )
 
 // countingWriter is a queue's writer that counts its starts and drains.
-func countingWriter(q *queue, started chan<- struct{}) func() {
+// A writer sends on started as it starts and on stopped as it ends its
+// turn, so a test can wait for the queue to be idle again.
+func countingWriter(q *queue, started, stopped chan<- struct{}) func() {
 	return func() {
 		started <- struct{}{}
+		defer func() { stopped <- struct{}{} }()
 		for {
 			buf, err := q.next(nil)
 			if len(buf) == 0 || err != nil {
@@ -38,14 +41,25 @@ func oneStart(t *testing.T, started <-chan struct{}, what string) {
 	}
 }
 
+// idle waits for the writer that oneStart saw to end its turn: until it
+// has, the queue counts as written to and starts no other.
+func idle(t *testing.T, stopped <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the writer %s started never stopped", what)
+	}
+}
+
 // A reply queued with pushHere while the read loop holds the queue starts
 // no writer: release leaves the writer to the loop. Any other frame starts
 // one as ever (and it takes the reply along), as does a reply outside a
 // hold, a large one, or one to a closed queue.
 func TestSendHereLeavesTheReplyToTheReadLoop(t *testing.T) {
-	started := make(chan struct{}, 8)
+	started, stopped := make(chan struct{}, 8), make(chan struct{}, 8)
 	q := newQueue(10, 1<<20)
-	q.drive(countingWriter(q, started))
+	q.drive(countingWriter(q, started, stopped))
 
 	q.hold()
 	q.pushHere(Out{Data: []byte("pong")})
@@ -69,10 +83,12 @@ func TestSendHereLeavesTheReplyToTheReadLoop(t *testing.T) {
 	if q.release() {
 		t.Fatal("release asked the read loop to write while a writer ran")
 	}
+	idle(t, stopped, "a broadcast")
 
 	// Outside a hold, pushHere is push.
 	q.pushHere(Out{Data: []byte("sync.done")})
 	oneStart(t, started, "a reply outside a hold")
+	idle(t, stopped, "a reply outside a hold")
 
 	// A large reply goes to a writer of its own: the read loop reads on.
 	q.hold()
@@ -82,6 +98,7 @@ func TestSendHereLeavesTheReplyToTheReadLoop(t *testing.T) {
 		t.Fatal("release left a large reply to the read loop")
 	}
 	oneStart(t, started, "a large reply at release")
+	idle(t, stopped, "a large reply")
 
 	// The close of a held queue starts the writer that closes the socket.
 	q.hold()
@@ -96,9 +113,9 @@ func TestSendHereLeavesTheReplyToTheReadLoop(t *testing.T) {
 // A replay waiting for room behind a reply left for release does not
 // wait for the read loop's frame to end: the writer starts.
 func TestSendHereDoesNotHoldUpAReplay(t *testing.T) {
-	started := make(chan struct{}, 8)
+	started, stopped := make(chan struct{}, 8), make(chan struct{}, 8)
 	q := newQueue(4, 1<<20)
-	q.drive(countingWriter(q, started))
+	q.drive(countingWriter(q, started, stopped))
 	q.hold()
 	for range 2 {
 		q.pushHere(Out{Data: []byte("reply")})
