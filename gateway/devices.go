@@ -98,10 +98,13 @@ func (g *Gateway) Connect(ctx context.Context, d Device, codec hub.Codec) (*hub.
 // log idle (commit.Log.Busy) would wait a commit of its own: it reads the
 // row instead and queues the write without waiting for it (with the
 // token list kept in memory, a handshake's p50 went 0.87 -> 0.70 ms
-// here, irisgate bench --scenarios ratios --ratio-modes handshake). That write changes nothing but the device's
-// name, token and last-seen time, every later write of the device is
-// committed after it (one log, in order) or is an upsert too, and a crash
-// that loses it loses only what the device's next hello writes again.
+// here, irisgate bench --scenarios ratios --ratio-modes handshake), to
+// linger for the next transaction (commit.Log.Linger: hellos one after
+// another share one). That write changes nothing but the device's name,
+// token and last-seen time, every later write of the device is committed
+// after it (one log, in order) or is an upsert too, a push registration
+// waits for it (RegisterPush), and a crash that loses it loses only what
+// the device's next hello writes again.
 func (g *Gateway) seeDevice(ctx context.Context, d Device, w *Welcome, l *hub.Loaded) error {
 	seen := store.Device{ID: d.ID, Name: d.Name, FCMToken: d.FCMToken, NtfyTopic: d.NtfyTopic, TokenID: d.Token}
 	hs, reads := g.st.(helloStateReader)
@@ -123,14 +126,13 @@ func (g *Gateway) seeDevice(ctx context.Context, d Device, w *Welcome, l *hub.Lo
 		return err
 	}
 	l.Ok = true
-	_, err = g.commits.Enqueue(ctx, func(tx store.Tx) error {
+	return g.commits.Linger(ctx, func(tx store.Tx) error {
 		_, err := tx.SeeDevice(seen)
 		if err != nil {
 			g.log.Warn("recording a device's hello", "device", d.ID, "err", err)
 		}
 		return err
-	}, nil)
-	return err
+	})
 }
 
 // helloStateReader is a store that reads a known device's last pushed

@@ -19,15 +19,7 @@ import (
 // answers none (the gateway used to write one and wait for its answer).
 func TestPeerThatShutsDownGetsQueuedFramesAndNoCloseHandshake(t *testing.T) {
 	g := testgw.Start(t)
-	nc, err := net.Dial("tcp", g.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(testgw.Wait))
-	io.WriteString(nc, "GET /ws HTTP/1.1\r\nHost: "+g.Addr+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	br := bufio.NewReader(nc)
+	nc, br := dialUpgrade(t, g, "", nil)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", resp, err)
@@ -58,6 +50,26 @@ func TestPeerThatShutsDownGetsQueuedFramesAndNoCloseHandshake(t *testing.T) {
 	if len(types) < 2 || types[0] != "hello.ack" || types[1] != "status" {
 		t.Fatalf("frames before the socket closed: %v; want hello.ack, status…", types)
 	}
+}
+
+// dialUpgrade opens a TCP connection to g and writes a WebSocket upgrade
+// request (RFC 6455 §1.3's key) with the extra header lines given, and
+// behind it in the same write the bytes given. The connection is closed
+// when the test ends.
+func dialUpgrade(t *testing.T, g *testgw.GW, extra string, behind []byte) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(testgw.Wait))
+	req := "GET /ws HTTP/1.1\r\nHost: " + g.Addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" + extra + "\r\n"
+	if _, err := nc.Write(append([]byte(req), behind...)); err != nil {
+		t.Fatal(err)
+	}
+	return nc, bufio.NewReader(nc)
 }
 
 // maskedText is a client's text frame (RFC 6455 §5.2), masked with a fixed

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -66,5 +67,27 @@ func TestCorkedConnWriteToAStuckPeerTimesOut(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > timeout+5*time.Second {
 		t.Fatalf("the write waited %v with a timeout of %v", waited, timeout)
+	}
+}
+
+// writeUpgrade refuses a header with a line break rather than split the
+// response, and writes the rest in one piece.
+func TestWriteUpgradeRefusesALineBreak(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- writeUpgrade(a, http.Header{"X-Evil": {"v\r\nSet-Cookie: x"}}) }()
+	if err := <-errc; err == nil {
+		t.Fatal("a value with a line break was written")
+	}
+	go func() { errc <- writeUpgrade(a, http.Header{"Upgrade": {"websocket"}}) }()
+	got := make([]byte, 64)
+	n, _ := io.ReadFull(b, got[:len("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")])
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if s := string(got[:n]); s != "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n" {
+		t.Fatalf("wrote %q", s)
 	}
 }

@@ -100,6 +100,7 @@ const seeDevice = `INSERT INTO devices (device_id, name, fcm_token, ntfy_topic, 
 // SeeDevice records a device's name and token (and push registration,
 // when given) at hello.
 func (s *Store) SeeDevice(ctx context.Context, d Device) error {
+	defer s.inserting(d.ID)()
 	_, err := s.exec(ctx, seeDevice, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now())
 	return err
 }
@@ -108,6 +109,7 @@ func (s *Store) SeeDevice(ctx context.Context, d Device) error {
 // hellos share one transaction; it returns the newest cursor that woke
 // the device (0 for one never pushed), as LastPushed does.
 func (t *sqliteTx) SeeDevice(d Device) (lastPushed int64, err error) {
+	defer t.s.inserting(d.ID)()
 	err = t.queryRow(seeDevice+` RETURNING last_pushed_cursor`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now()).Scan(&lastPushed)
 	return lastPushed, err
 }
@@ -116,6 +118,7 @@ func (t *sqliteTx) SeeDevice(d Device) (lastPushed int64, err error) {
 // cursors (LoadProofs's answer), read by the same statement: a hello
 // then makes one statement of the store instead of two.
 func (t *sqliteTx) SeeDeviceProofs(d Device) (lastPushed int64, proven []core.CursorRange, err error) {
+	defer t.s.inserting(d.ID)()
 	var enc string
 	err = t.queryRow(seeDevice+` RETURNING last_pushed_cursor, proven`, d.ID, d.Name, d.FCMToken, d.NtfyTopic, d.TokenID, now()).Scan(&lastPushed, &enc)
 	if err != nil {
@@ -188,6 +191,9 @@ func (s *Store) DeleteDevices(ctx context.Context, ids []string) error {
 	}
 	in, args := inList(ids)
 	_, err := s.exec(ctx, `DELETE FROM devices WHERE device_id IN `+in, args...)
+	if err == nil {
+		s.devs.drop(ids)
+	}
 	return err
 }
 
@@ -207,8 +213,12 @@ func (s *Store) LoadProofs(ctx context.Context, id string) ([]core.CursorRange, 
 
 // HelloState reads what a hello tells a known device, in one statement:
 // the newest cursor that woke it (as LastPushed) and its proven cursors
-// (as LoadProofs); zero values for a device never seen.
+// (as LoadProofs); zero values for a device never seen, which the set of
+// known devices answers without the table.
 func (s *Store) HelloState(ctx context.Context, id string) (lastPushed int64, proven []core.CursorRange, err error) {
+	if s.devs.absent(id) {
+		return 0, nil, ctx.Err()
+	}
 	var enc string
 	err = s.pointRow(ctx, `SELECT last_pushed_cursor, proven FROM devices WHERE device_id = ?`, id).Scan(&lastPushed, &enc)
 	if err == sql.ErrNoRows {
@@ -225,6 +235,7 @@ func (s *Store) HelloState(ctx context.Context, id string) (lastPushed int64, pr
 
 // SaveProofs stores the device's proven cursors, replacing the old set.
 func (s *Store) SaveProofs(ctx context.Context, id string, proven []core.CursorRange) error {
+	defer s.inserting(id)()
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, proven, last_seen) VALUES (?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET proven = excluded.proven, last_seen = excluded.last_seen`, id, record.EncodeProven(proven), now())
 	return err
@@ -232,6 +243,7 @@ func (s *Store) SaveProofs(ctx context.Context, id string, proven []core.CursorR
 
 // SetPushRegistration updates a device's push addresses (fcm.register).
 func (s *Store) SetPushRegistration(ctx context.Context, id, fcmToken, ntfyTopic string) error {
+	defer s.inserting(id)()
 	_, err := s.exec(ctx, `INSERT INTO devices (device_id, fcm_token, ntfy_topic, last_seen) VALUES (?,?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET fcm_token = excluded.fcm_token, ntfy_topic = excluded.ntfy_topic`, id, fcmToken, ntfyTopic, now())
 	return err

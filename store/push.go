@@ -255,6 +255,7 @@ func (s *Store) SetWebPush(ctx context.Context, deviceID string, sub record.WebP
 	if err != nil {
 		return err
 	}
+	defer s.inserting(deviceID)()
 	_, err = s.exec(ctx, `INSERT INTO devices (device_id, webpush, last_seen) VALUES (?,?,?)
 		ON CONFLICT (device_id) DO UPDATE SET webpush = excluded.webpush`, deviceID, string(body), now())
 	if err == nil {

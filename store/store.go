@@ -56,6 +56,7 @@ type Store struct {
 
 	hist *histCache    // lanes' newest history pages (histcache.go)
 	sets settingsCache // lanes' settings read lately (settingscache.go)
+	devs knownDevices  // ids the devices table may hold (knowndevices.go)
 }
 
 // maxStmts bounds each statement cache: queries built with a variable
@@ -209,6 +210,12 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	}
 	if upto >= recordsVersion && !s.asIs {
 		s.warnQuarantine(path)
+	}
+	if s.asIs {
+		s.devs.turnOff() // another process writes the table
+	} else if err := s.devs.load(context.Background(), s); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: %s: reading the devices: %w", path, err)
 	}
 	if upto >= lazyIndexVersion {
 		s.startIndexer()
