@@ -169,8 +169,14 @@ func noRelease() {}
 // token, or a hello's client address). release gives the draw back; call
 // it once the frame has been handled. stalled, when set, is told when the
 // read waits for the budget and when it goes on.
+//
+// ctx bounds the wait for the budget. The read itself is ended by the
+// socket's close, as every end of a connection closes it (and Shutdown,
+// once its wait is over, closes them all): handed a context that can end,
+// coder/websocket registers and stops a context.AfterFunc on every
+// message, 2 % of a request's round trip.
 func readFrame(ctx context.Context, c *websocket.Conn, limit int64, bud *budget, key string, stalled func(bool)) (typ websocket.MessageType, data []byte, release func(), err error) {
-	typ, r, err := c.Reader(ctx)
+	typ, r, err := c.Reader(context.WithoutCancel(ctx))
 	if err != nil {
 		return 0, nil, noRelease, err
 	}
