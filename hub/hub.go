@@ -426,24 +426,67 @@ func (h *Hub) Deliver(ev *core.Event) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, c := range h.conns {
-		// A sync may have queued the frame on this connection already:
-		// its commit was visible before it got here (with replicas, the
-		// read of another's frames takes a moment longer). pushEvent
-		// checks that under the lock it pushes with.
-		var frames []Out
-		if ev.NotTo == "" || ev.NotTo != c.DeviceID {
-			var reqID int64
-			if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
-				reqID = ev.ReplyTo.ReqID
-			}
-			frames = c.codec.Frames(ev, reqID)
+		h.deliverTo(c, ev)
+	}
+}
+
+// PublishAll is Publish of each of evs, in order. Without a relay each
+// connection takes all of them under one lock and wakes its writer once:
+// a committed batch reaches a device as one write, where event by event
+// its writer woke for each and a hundred writers stood in the run queue
+// ahead of the sender's next send (issue 17's burst).
+func (h *Hub) PublishAll(evs []*core.Event) {
+	if h.relay != nil {
+		for _, ev := range evs {
+			h.relay.Publish(ev)
 		}
-		if len(frames) > 0 {
-			c.q.pushEvent(frames, ev.Cursor)
-		} else if ev.Cursor == 0 || !c.q.sentHas(ev.Cursor) {
-			c.skip(ev.Cursor)
+		return
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var skipped []int64
+	for _, c := range h.conns {
+		skipped = skipped[:0]
+		c.q.mu.Lock()
+		for _, ev := range evs {
+			if frames := h.framesFor(c, ev); len(frames) > 0 {
+				c.q.pushEventLocked(frames, ev.Cursor)
+			} else {
+				skipped = append(skipped, ev.Cursor)
+			}
+		}
+		c.q.mu.Unlock()
+		for _, cursor := range skipped {
+			if cursor == 0 || !c.q.sentHas(cursor) {
+				c.skip(cursor)
+			}
 		}
 	}
+}
+
+func (h *Hub) deliverTo(c *Conn, ev *core.Event) {
+	// A sync may have queued the frame on this connection already: its
+	// commit was visible before it got here (with replicas, the read of
+	// another's frames takes a moment longer). pushEvent checks that
+	// under the lock it pushes with.
+	if frames := h.framesFor(c, ev); len(frames) > 0 {
+		c.q.pushEvent(frames, ev.Cursor)
+	} else if ev.Cursor == 0 || !c.q.sentHas(ev.Cursor) {
+		c.skip(ev.Cursor)
+	}
+}
+
+// framesFor is what c's dialect sends of ev: nothing for the device ev is
+// not for, the reply's request id on the connection it answers.
+func (h *Hub) framesFor(c *Conn, ev *core.Event) []Out {
+	if ev.NotTo != "" && ev.NotTo == c.DeviceID {
+		return nil
+	}
+	var reqID int64
+	if ev.ReplyTo != nil && ev.ReplyTo.ConnID == c.ID {
+		reqID = ev.ReplyTo.ReqID
+	}
+	return c.codec.Frames(ev, reqID)
 }
 
 // DropBelow forgets, in every live device's proof set and connection's

@@ -139,6 +139,11 @@ func (q *queue) pushFrom(o Out, here bool) bool {
 func (q *queue) pushEvent(frames []Out, cursor int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.pushEventLocked(frames, cursor)
+}
+
+// pushEventLocked is pushEvent with q.mu held.
+func (q *queue) pushEventLocked(frames []Out, cursor int64) bool {
 	if cursor != 0 && q.sent.Has(cursor) {
 		return q.closed == nil
 	}

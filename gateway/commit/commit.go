@@ -27,6 +27,13 @@ type Publisher interface {
 	Publish(ev *core.Event)
 }
 
+// AllPublisher is a Publisher that takes a transaction's events at once
+// (package hub's Hub): each device gets them in one hand-off.
+type AllPublisher interface {
+	Publisher
+	PublishAll(evs []*core.Event)
+}
+
 // Config tunes a Log.
 type Config struct {
 	// ReplayCache bounds the memory (counted as stored bytes) that keeps
@@ -462,18 +469,31 @@ func applyWrite(tx store.Tx, w *write) error {
 }
 
 // publishLoop publishes the committed batches in commit order, so cursors
-// go out in increasing order, and answers each write once its event is
-// out.
+// go out in increasing order, and answers a batch's writes once its
+// events are out. An AllPublisher gets a batch's events in one call.
 func (l *Log) publishLoop() {
+	all, _ := l.pub.(AllPublisher)
+	var evs []*core.Event
 	for b := range l.batches {
+		evs = evs[:0]
+		for i, w := range b.ws {
+			if b.errs[i] == nil && w.ev != nil {
+				l.remember(w)
+				if all == nil {
+					l.pub.Publish(w.ev)
+				} else {
+					evs = append(evs, w.ev)
+				}
+			}
+		}
+		if len(evs) > 0 {
+			all.PublishAll(evs)
+			clear(evs) // published: nothing here keeps them
+		}
 		for i, w := range b.ws {
 			err := b.errs[i]
-			if err == nil && w.ev != nil {
-				l.remember(w)
-				l.pub.Publish(w.ev)
-				if l.after != nil {
-					l.after(w.ev)
-				}
+			if err == nil && w.ev != nil && l.after != nil {
+				l.after(w.ev)
 			}
 			if w.done != nil {
 				w.done <- err
