@@ -443,3 +443,33 @@ func TestIndexBatchReadsNoWholeTable(t *testing.T) {
 		}
 	}
 }
+
+// The indexer leaves a busy writer alone: while commits keep coming (here
+// the writer is never quiet long enough), it runs only once maxIndexLag
+// has passed since a commit woke it. A search meanwhile finds what was
+// committed all the same.
+func TestIndexerWaitsForAQuietWriter(t *testing.T) {
+	const lag = 150 * time.Millisecond
+	ran := make(chan error, 16)
+	s := open(t, withIndexDelay(time.Millisecond), withIndexQuiet(time.Hour, lag), withIndexRuns(func(err error) { ran <- err }))
+	start := time.Now()
+	insertAll(t, s, core.Message{ID: "m1", Lane: core.Lane{ChatID: "default"}, Role: core.RoleUser, Text: "wombat", TS: 1})
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < lag {
+			t.Fatalf("the indexer took the writer %v after a commit, within the %v it leaves a busy writer alone", waited, lag)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the indexer did not run after its longest wait")
+	}
+
+	s2 := open(t, withIndexDelay(time.Millisecond), withIndexQuiet(time.Hour, time.Hour))
+	insertAll(t, s2, core.Message{ID: "m2", Lane: core.Lane{ChatID: "default"}, Role: core.RoleUser, Text: "numbat", TS: 1})
+	p, err := s2.SearchPageBefore(context.Background(), "numbat", nil, "", 5)
+	if err != nil || len(p.Hits) != 1 || p.Hits[0].MessageID != "m2" {
+		t.Fatalf("a search while the indexer waits: %+v, %v", p.Hits, err)
+	}
+}

@@ -53,6 +53,9 @@ type Store struct {
 	idx        indexer      // the search index's upkeep, off the commit path (index.go)
 	ck         checkpointer // the WAL's checkpoints, off the commit path (checkpoint.go)
 	indexDelay time.Duration
+	// indexQuiet and maxIndexLag: how long the indexer waits for the
+	// writer to be quiet, and at most (index.go; tests shorten them).
+	indexQuiet, maxIndexLag time.Duration
 
 	hist *histCache    // lanes' newest history pages (histcache.go)
 	sets settingsCache // lanes' settings read lately (settingscache.go)
@@ -159,7 +162,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 
 // openAt opens the database and migrates it up to version upto.
 func openAt(path string, upto int, opts ...Option) (*Store, error) {
-	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}, indexDelay: defaultIndexDelay,
+	s := &Store{log: slog.Default(), wStmts: map[string]*sql.Stmt{}, rStmts: map[string]*sql.Stmt{}, indexDelay: defaultIndexDelay, indexQuiet: indexQuiet, maxIndexLag: maxIndexLag,
 		hist: newHistCache()}
 	for _, o := range opts {
 		o(s)
@@ -258,6 +261,9 @@ type sqliteTx struct {
 	// indexes: the transaction wrote messages the search index is to
 	// take in, so the indexer is woken once it commits.
 	indexes bool
+	// indexer: the indexer's own transaction, which leaves the writer
+	// quiet (Store.write does not note it as a commit).
+	indexer bool
 	// hist: what it may have changed of history, whose cached pages go
 	// when it ends.
 	hist histTouch
@@ -352,6 +358,9 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	s.prepareWanted(ctx)
 	if err == nil {
 		s.ck.committed()
+		if !t.indexer {
+			s.idx.lastCommit.Store(time.Now().UnixNano())
+		}
 		if t.indexes {
 			s.idx.wake()
 		}
