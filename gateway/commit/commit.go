@@ -90,9 +90,12 @@ type Log struct {
 	committed func(*core.Event)
 	batched   func(int)
 
-	linger  time.Duration
-	writes  chan *write
-	batches chan batch
+	linger time.Duration
+	// lingered, when set (tests), is told the writes a lingering batch
+	// holds each time it starts to wait or takes one more.
+	lingered func(int)
+	writes   chan *write
+	batches  chan batch
 	// publishing counts the batches handed to the publisher and not yet
 	// done with (Run adds, publishLoop subtracts).
 	publishing atomic.Int64
@@ -276,6 +279,9 @@ func (l *Log) Run(done <-chan struct{}) error {
 			} else {
 				wait.Reset(l.linger)
 			}
+			if l.lingered != nil {
+				l.lingered(len(b.ws))
+			}
 			b.ws = l.gather(b.ws, wait, done)
 			wait.Stop()
 		}
@@ -320,6 +326,9 @@ func (l *Log) gather(ws []*write, wait *time.Timer, done <-chan struct{}) []*wri
 		case w := <-l.writes:
 			ws = append(ws, w)
 			if w.lingers {
+				if l.lingered != nil {
+					l.lingered(len(ws))
+				}
 				continue
 			}
 			for len(ws) < maxBatch {

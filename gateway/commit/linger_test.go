@@ -109,20 +109,21 @@ func TestALingeringWriteAloneCommitsAfterTheLinger(t *testing.T) {
 func TestStopCommitsLingeringWrites(t *testing.T) {
 	st := openStore(t)
 	l := New(st, newWatch(st), quiet, Config{Linger: time.Hour})
+	held := make(chan int, 4)
+	l.lingered = func(n int) { held <- n }
 	stop := run(l)
 	for _, id := range []string{"one", "two"} {
 		if err := l.Linger(context.Background(), putChannel(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The second is queued behind the first; wait until the committer
-	// holds both (the queue is empty) so the stop finds them lingering.
-	deadline := time.Now().Add(wait)
-	for len(l.writes) > 0 {
-		if time.Now().After(deadline) {
+	// Stop only once the committer holds both, lingering.
+	for n := 0; n < 2; {
+		select {
+		case n = <-held:
+		case <-time.After(wait):
 			t.Fatal("the committer never took the writes")
 		}
-		time.Sleep(time.Millisecond)
 	}
 	stop()
 	for _, id := range []string{"one", "two"} {
