@@ -444,21 +444,23 @@ func (h *Hub) PublishAll(evs []*core.Event) {
 	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	var skipped []int64
+	frames := make([][]Out, len(evs))
 	for _, c := range h.conns {
-		skipped = skipped[:0]
+		// The codec runs outside the queue's lock: it may ask the
+		// connection (Hermes Mobile's asks whether it has ended).
+		for i, ev := range evs {
+			frames[i] = h.framesFor(c, ev)
+		}
 		c.q.mu.Lock()
-		for _, ev := range evs {
-			if frames := h.framesFor(c, ev); len(frames) > 0 {
-				c.q.pushEventLocked(frames, ev.Cursor)
-			} else {
-				skipped = append(skipped, ev.Cursor)
+		for i, ev := range evs {
+			if len(frames[i]) > 0 {
+				c.q.pushEventLocked(frames[i], ev.Cursor)
 			}
 		}
 		c.q.mu.Unlock()
-		for _, cursor := range skipped {
-			if cursor == 0 || !c.q.sentHas(cursor) {
-				c.skip(cursor)
+		for i, ev := range evs {
+			if len(frames[i]) == 0 && (ev.Cursor == 0 || !c.q.sentHas(ev.Cursor)) {
+				c.skip(ev.Cursor)
 			}
 		}
 	}

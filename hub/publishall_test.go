@@ -82,3 +82,41 @@ func TestPublishAllGivesEachConnectionTheBatchAtOnce(t *testing.T) {
 		t.Error("the frame the tablet gets nothing of is not counted as sent to it")
 	}
 }
+
+// asksItsConn is a codec that asks its connection whether it has ended,
+// as Hermes Mobile's does for a picker's close.
+type asksItsConn struct{ c *hub.Conn }
+
+func (a *asksItsConn) Frames(ev *core.Event, _ int64) []hub.Out {
+	if a.c != nil && a.c.Err() != nil {
+		return nil
+	}
+	return []hub.Out{{Data: []byte(ev.Type)}}
+}
+
+// PublishAll runs the codec outside the connection's lock: a codec that
+// asks its connection must not deadlock the publisher.
+func TestPublishAllLetsTheCodecAskItsConnection(t *testing.T) {
+	h := newHub(t)
+	codec := &asksItsConn{}
+	c, _, err := h.Add(context.Background(), "phone", codec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Remove(c)
+	codec.c = c
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.PublishAll([]*core.Event{{Type: core.EvTyping}, {Type: core.EvNotification}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PublishAll deadlocked on a codec that asks its connection")
+	}
+	out, err := c.Take(context.Background(), nil)
+	if err != nil || len(out) != 2 {
+		t.Fatalf("queued %d frames (%v), want 2", len(out), err)
+	}
+}
