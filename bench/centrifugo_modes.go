@@ -132,7 +132,7 @@ func cfPubRun(ctx context.Context, o *Options, watchers, publishes, window int, 
 		return st, err
 	}
 	defer p.close()
-	cpu0 := child.cpu()
+	cpu0, self0 := child.cpu(), selfCPU()
 	c := newClock(publishes)
 	clock.Store(c)
 	if err := fn(p, c); err != nil {
@@ -145,7 +145,7 @@ func cfPubRun(ctx context.Context, o *Options, watchers, publishes, window int, 
 	if err := waitGot(ctx, ws, int64(publishes), limit); err != nil {
 		return st, err
 	}
-	st.cpu = child.cpu() - cpu0
+	st.cpu, st.clientCPU = child.cpu()-cpu0, selfCPU()-self0
 	p.mu.Lock()
 	st.pubSpan, st.ackSpan = p.last, p.last-p.early
 	p.mu.Unlock()

@@ -413,8 +413,15 @@ func (c *childProc) stop() {
 }
 
 // cpu is the CPU time the child has used (user + system, all threads).
-func (c *childProc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+func (c *childProc) cpu() time.Duration { return procCPU(strconv.Itoa(c.cmd.Process.Pid)) }
+
+// selfCPU is the CPU time this process (the load client) has used.
+func selfCPU() time.Duration { return procCPU("self") }
+
+// procCPU is the CPU time process pid ("self" for this one) has used, from
+// /proc (0 where there is none).
+func procCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0
 	}

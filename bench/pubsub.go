@@ -250,6 +250,7 @@ type pubStats struct {
 	span       time.Duration // first send → last delivery
 	lat        []time.Duration
 	cpu        time.Duration // the child's CPU over the run
+	clientCPU  time.Duration // this process's (the load client's) CPU over the run
 	wantedRate float64       // paced runs: the rate asked for
 }
 
@@ -293,7 +294,7 @@ func pubRun(ctx context.Context, o *Options, watchers, publishes, window int, fn
 		return st, err
 	}
 	defer p.close()
-	cpu0 := child.cpu()
+	cpu0, self0 := child.cpu(), selfCPU()
 	c := newClock(publishes)
 	clock.Store(c)
 	if err := fn(p, c); err != nil {
@@ -306,7 +307,7 @@ func pubRun(ctx context.Context, o *Options, watchers, publishes, window int, fn
 	if err := waitGot(ctx, ws, int64(publishes), limit); err != nil {
 		return st, err
 	}
-	st.cpu = child.cpu() - cpu0
+	st.cpu, st.clientCPU = child.cpu()-cpu0, selfCPU()-self0
 	p.mu.Lock()
 	st.pubSpan, st.ackSpan = p.last, p.last-p.early
 	p.mu.Unlock()

@@ -251,7 +251,8 @@ func sideCells(o *Options) []sbCell {
 			"deliveries/s": st.delRate(), "publishes/s": st.pubRate(),
 			"latency p50": msec(pct(st.lat, 0.5)), "latency p99": msec(pct(st.lat, 0.99)),
 			"server CPU per delivery": usec(st.cpu) / float64(max(st.delivered, 1)), "answers/s": st.ackRate(),
-			"posts/s": st.pubRate(),
+			"load client CPU per delivery": usec(st.clientCPU) / float64(max(st.delivered, 1)),
+			"posts/s":                      st.pubRate(),
 		}
 	}
 	wrap := func(f func(ctx context.Context) (pubStats, error)) func(ctx context.Context) (map[string]float64, error) {
@@ -263,7 +264,7 @@ func sideCells(o *Options) []sbCell {
 	if want(ModeBurst) {
 		cells = append(cells, sbCell{name: fmt.Sprintf("fan-out burst, %d devices", n),
 			metrics: []sbMetric{{"deliveries/s", "/s", true}, {"publishes/s", "/s", true}, {"latency p50", "ms", false},
-				{"latency p99", "ms", false}, {"server CPU per delivery", "µs", false}},
+				{"latency p99", "ms", false}, {"server CPU per delivery", "µs", false}, {"load client CPU per delivery", "µs", false}},
 			run: [2]func(context.Context) (map[string]float64, error){
 				wrap(func(ctx context.Context) (pubStats, error) { return cfBurst(ctx, o, n, o.RatioPublishes) }),
 				wrap(func(ctx context.Context) (pubStats, error) { return burst(ctx, o, n, o.RatioPublishes) }),
