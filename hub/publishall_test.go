@@ -84,18 +84,28 @@ func TestPublishAllGivesEachConnectionTheBatchAtOnce(t *testing.T) {
 }
 
 // asksItsConn is a codec that asks its connection whether it has ended,
-// as Hermes Mobile's does for a picker's close.
-type asksItsConn struct{ c *hub.Conn }
+// as Hermes Mobile's does for a picker's close, and whether an earlier
+// cursor is queued there already.
+type asksItsConn struct {
+	c      *hub.Conn
+	queued []bool // per Frames call: cursor 1 was queued on c before it
+}
 
 func (a *asksItsConn) Frames(ev *core.Event, _ int64) []hub.Out {
-	if a.c != nil && a.c.Err() != nil {
-		return nil
+	if a.c != nil {
+		a.queued = append(a.queued, a.c.Has(1))
+		if a.c.Err() != nil {
+			return nil
+		}
 	}
 	return []hub.Out{{Data: []byte(ev.Type)}}
 }
 
 // PublishAll runs the codec outside the connection's lock: a codec that
-// asks its connection must not deadlock the publisher.
+// asks its connection must not deadlock the publisher. And it chooses a
+// transaction's frames before it queues any, so the connection takes
+// them in one hand-off (event by event, cursor 1 would be queued before
+// the codec is asked for cursor 2).
 func TestPublishAllLetsTheCodecAskItsConnection(t *testing.T) {
 	h := newHub(t)
 	codec := &asksItsConn{}
@@ -108,7 +118,7 @@ func TestPublishAllLetsTheCodecAskItsConnection(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.PublishAll([]*core.Event{{Type: core.EvTyping}, {Type: core.EvNotification}})
+		h.PublishAll([]*core.Event{{Type: core.EvNotification, Cursor: 1}, {Type: core.EvNotification, Cursor: 2}})
 	}()
 	select {
 	case <-done:
@@ -118,5 +128,8 @@ func TestPublishAllLetsTheCodecAskItsConnection(t *testing.T) {
 	out, err := c.Take(context.Background(), nil)
 	if err != nil || len(out) != 2 {
 		t.Fatalf("queued %d frames (%v), want 2", len(out), err)
+	}
+	if !slices.Equal(codec.queued, []bool{false, false}) {
+		t.Fatalf("cursor 1 queued before the codec was asked for each event: %v; want the frames chosen before any is queued", codec.queued)
 	}
 }
