@@ -178,9 +178,7 @@ func CronJobOf(id string) string {
 
 // QueueTurn records that messageID awaits an agent turn.
 func (t *sqliteTx) QueueTurn(lane core.Lane, messageID string) error {
-	_, err := t.exec(`INSERT INTO turns (message_id, chat_id, thread_id) VALUES (?,?,?) ON CONFLICT DO NOTHING`,
-		messageID, lane.ChatID, lane.ThreadID)
-	return err
+	return t.queue(turnShape, messageID, lane.ChatID, lane.ThreadID)
 }
 
 // StartTurn marks a turn as running, its reply streaming as replyID.

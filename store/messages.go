@@ -31,9 +31,7 @@ func (t *sqliteTx) InsertMessage(m core.Message, streaming bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO messages (id, chat_id, thread_id, role, text, reasoning, media, reply_to, model, tokens, runtime, ts, state)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
+	err = t.queue(messageShape, m.ID, m.Lane.ChatID, m.Lane.ThreadID, m.Role, m.Text, m.Reasoning, media, m.ReplyTo, m.Model, m.Tokens, runtime, m.TS, state)
 	t.indexes = t.indexes || state != stateStreaming
 	t.hist.lane(m.Lane)
 	return err

@@ -26,20 +26,21 @@ type OutboxRow struct {
 
 // AppendEvent adds a durable event to the outbox and returns its cursor and
 // the size of its stored body. Cursors only grow, even across deletes
-// (AUTOINCREMENT never reuses a value).
+// (AUTOINCREMENT never reuses a value). The row goes in with the
+// transaction's others (rowbuf.go), under the cursor named here.
 func (t *sqliteTx) AppendEvent(ev *core.Event) (cursor int64, size int, err error) {
 	body, err := record.EncodeEvent(ev)
 	if err != nil {
 		return 0, 0, err
 	}
 	r := outboxRow(ev)
-	res, err := t.exec(`INSERT INTO outbox (type, chat_id, thread_id, message_id, body, ts) VALUES (?,?,?,?,?,?)`,
-		r.Type, r.ChatID, r.ThreadID, r.MessageID, body, ev.TS)
-	if err != nil {
+	if cursor, err = t.nextCursor(); err != nil {
 		return 0, 0, err
 	}
-	cursor, err = res.LastInsertId()
-	return cursor, len(body), err
+	if err := t.queue(outboxShape, cursor, r.Type, r.ChatID, r.ThreadID, r.MessageID, body, ev.TS); err != nil {
+		return 0, 0, err
+	}
+	return cursor, len(body), nil
 }
 
 // outboxRow is the columns an event's row is found and deleted by.

@@ -180,8 +180,11 @@ func openAt(path string, upto int, opts ...Option) (*Store, error) {
 	dsn := "file:" + path + "?" + q.Encode()
 	// The writer's transactions take the write lock as they begin, so one
 	// that reads first is never refused for a snapshot another process's
-	// commit made stale: it waits (busy_timeout) like any writer.
-	wdsn := dsn + "&_txlock=immediate"
+	// commit made stale: it waits (busy_timeout) like any writer. Its
+	// statement journals (a multi-row INSERT keeps one, rowbuf.go) stay in
+	// memory: past 64 KiB SQLite spilled them to a temporary file, a
+	// write(2) a page.
+	wdsn := dsn + "&_txlock=immediate&_pragma=temp_store(MEMORY)"
 	if !s.asIs {
 		// The checkpoints run beside the writer (checkpoint.go); a
 		// command acting beside a running gateway keeps SQLite's own.
@@ -273,6 +276,8 @@ type sqliteTx struct {
 	// the same few statements for each of its writes, and binding one
 	// (sql.Tx.Stmt) allocates a statement each time: 5 % of a burst's CPU.
 	bound map[string]*sql.Stmt
+	// rows: the inserts waiting to go in together (rowbuf.go).
+	rows rowBuffer
 }
 
 // txStmt is q's prepared statement bound to the transaction, nil when q
@@ -310,7 +315,15 @@ func (s *Store) prepareWanted(ctx context.Context) {
 	}
 }
 
+// exec, query and queryRow put the rows waiting in first (rowbuf.go).
 func (t *sqliteTx) exec(q string, args ...any) (sql.Result, error) {
+	if err := t.Flush(); err != nil {
+		return nil, err
+	}
+	return t.execNow(q, args...)
+}
+
+func (t *sqliteTx) execNow(q string, args ...any) (sql.Result, error) {
 	if st := t.txStmt(q); st != nil {
 		return st.Exec(args...)
 	}
@@ -318,13 +331,23 @@ func (t *sqliteTx) exec(q string, args ...any) (sql.Result, error) {
 }
 
 func (t *sqliteTx) query(q string, args ...any) (*sql.Rows, error) {
+	if err := t.Flush(); err != nil {
+		return nil, err
+	}
 	if st := t.txStmt(q); st != nil {
 		return st.Query(args...)
 	}
 	return t.tx.Query(q, args...)
 }
 
+// queryRow cannot return a failed insert's error; the statements after it
+// and the transaction's end do.
 func (t *sqliteTx) queryRow(q string, args ...any) *sql.Row {
+	t.Flush()
+	return t.queryRowNow(q, args...)
+}
+
+func (t *sqliteTx) queryRowNow(q string, args ...any) *sql.Row {
 	if st := t.txStmt(q); st != nil {
 		return st.QueryRow(args...)
 	}
@@ -354,6 +377,11 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 		s.prepareWanted(ctx)
 		return err
 	}
+	if err := t.Flush(); err != nil {
+		tx.Rollback()
+		s.prepareWanted(ctx)
+		return err
+	}
 	err = tx.Commit()
 	s.prepareWanted(ctx)
 	if err == nil {
@@ -375,8 +403,16 @@ func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 	if _, err := t.exec("SAVEPOINT sp"); err != nil {
 		return err
 	}
-	if err := fn(t); err != nil {
-		if _, rerr := t.exec("ROLLBACK TO sp"); rerr != nil {
+	head, known := t.rows.head, t.rows.headKnown
+	err := fn(t)
+	if err == nil {
+		err = t.Flush() // its rows are in before it ends, or it failed
+	}
+	if err != nil {
+		// The undone rows take their cursors with them.
+		t.rows.discard()
+		t.rows.err, t.rows.head, t.rows.headKnown = nil, head, known
+		if _, rerr := t.execNow("ROLLBACK TO sp"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		if _, rerr := t.exec("RELEASE sp"); rerr != nil {
@@ -384,7 +420,7 @@ func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 		}
 		return err
 	}
-	_, err := t.exec("RELEASE sp")
+	_, err = t.exec("RELEASE sp")
 	return err
 }
 

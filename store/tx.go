@@ -14,6 +14,13 @@ type Tx interface {
 	// Savepoint runs fn so that a failing fn undoes only its own writes.
 	Savepoint(fn func(Tx) error) error
 
+	// Flush makes every write so far reach the database and returns the
+	// error of one that failed. A store may hold inserts back to put
+	// them in together (SQLite's does: rowbuf.go), so an insert's error
+	// can come later than its call; the end of the transaction and of a
+	// savepoint flush too.
+	Flush() error
+
 	// AppendEvent adds a durable event to the outbox: the store encodes
 	// it. Cursors are gap-free among committed rows and only grow.
 	AppendEvent(ev *core.Event) (cursor int64, size int, err error)

@@ -432,6 +432,9 @@ func (l *Log) commitBatch(ws []*write) []error {
 				return errWriteFailed
 			}
 		}
+		if tx.Flush() != nil {
+			return errWriteFailed // which one is not known: savepoints tell
+		}
 		return nil
 	})
 	if err == nil {

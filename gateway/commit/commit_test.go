@@ -136,6 +136,50 @@ func TestCommitBatchIsolatesAFailingWrite(t *testing.T) {
 	}
 }
 
+// A write whose insert the store holds back and which fails only when the
+// rows go in (a message id already stored: SQLite puts a batch's rows in
+// together, store/rowbuf.go) fails alone too, and its frame takes no
+// cursor.
+func TestCommitBatchIsolatesAWriteThatFailsLate(t *testing.T) {
+	st := openStore(t)
+	l := New(st, newWatch(st), quiet, Config{})
+	lane := core.Lane{ChatID: core.DefaultChatID}
+	msg := func(id string) func(store.Tx) error {
+		return func(tx store.Tx) error {
+			return tx.InsertMessage(core.Message{ID: id, Lane: lane, Role: core.RoleUser, Text: id, TS: 1}, false)
+		}
+	}
+	ws := []*write{
+		{apply: msg("m_a"), ev: idle(core.DefaultChatID), done: make(chan error, 1)},
+		{apply: msg("m_a"), ev: idle(core.DefaultChatID), done: make(chan error, 1)}, // the same id
+		{apply: msg("m_b"), ev: idle(core.DefaultChatID), done: make(chan error, 1)},
+	}
+	for _, w := range ws {
+		l.writes <- w
+	}
+	defer run(l)()
+	for i, w := range ws {
+		select {
+		case err := <-w.done:
+			if (err != nil) != (i == 1) {
+				t.Fatalf("write %d: %v", i, err)
+			}
+		case <-time.After(wait):
+			t.Fatalf("write %d never committed", i)
+		}
+	}
+	h, _, err := st.History(context.Background(), lane, "", 10)
+	if err != nil || len(h) != 2 || h[0].ID != "m_a" || h[1].ID != "m_b" {
+		t.Fatalf("history %+v, %v: want m_a, m_b", h, err)
+	}
+	if ws[0].ev.Cursor == 0 || ws[2].ev.Cursor != ws[0].ev.Cursor+1 {
+		t.Errorf("cursors %d, %d: the failed write must leave no gap", ws[0].ev.Cursor, ws[2].ev.Cursor)
+	}
+	if head, err := st.OutboxHead(context.Background()); err != nil || head != ws[2].ev.Cursor {
+		t.Errorf("outbox head %d, %v; want %d", head, err, ws[2].ev.Cursor)
+	}
+}
+
 // wrote is a Store that says when a transaction has committed.
 type wrote struct {
 	*store.Store

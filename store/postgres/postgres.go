@@ -195,6 +195,9 @@ func (t *Tx) Savepoint(fn func(store.Tx) error) error {
 	return err
 }
 
+// Flush has nothing to do: each write runs as it is made.
+func (t *Tx) Flush() error { return nil }
+
 // querier is what a pool and a transaction both run statements on.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
