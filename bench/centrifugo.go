@@ -327,11 +327,10 @@ func cfServe(d *rawDev, fn func(line []byte)) {
 
 // cfDial connects a device and waits for its connect reply.
 func cfDial(ctx context.Context, url, token, name string) (*rawDev, error) {
-	ws, _, err := websocket.Dial(ctx, url, nil)
+	ws, _, err := dialWS(ctx, url, nil) // the same client as Iris devices'
 	if err != nil {
 		return nil, err
 	}
-	ws.SetReadLimit(64 << 20)
 	d := &rawDev{id: name, ws: ws, done: make(chan struct{})}
 	// The connect is request 1; newID hands out 2, 3… after it.
 	if _, err := cfRequest(ctx, d, 1, fmt.Appendf(nil, `{"id":1,"connect":{"token":%q,"name":"irisgate-bench"}}`, token)); err != nil {

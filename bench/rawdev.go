@@ -16,14 +16,14 @@ import (
 	"github.com/irisgate/irisgate/proto/irisv1"
 )
 
-// rawDev is a lean simulated device: it speaks Iris over coder/websocket
-// directly and looks at the frames it receives with a few byte searches
+// rawDev is a lean simulated device: it speaks Iris over a bare WebSocket
+// (lightws.go) and looks at the frames it receives with a few byte searches
 // instead of decoding them, so that on a small machine the gateway, not
 // the simulated devices, gets the CPU. (The client package decodes every
 // frame twice; scenarios that test its reconnect logic use it instead.)
 type rawDev struct {
 	id         string
-	ws         *websocket.Conn
+	ws         wsConn
 	syncCursor int64
 	nextID     atomic.Int64
 
@@ -42,11 +42,10 @@ func dialRaw(ctx context.Context, url, deviceID string) (*rawDev, error) {
 // defaults); it also returns the upgrade response and the hello.ack.
 func dialRawOpts(ctx context.Context, url, deviceID string, opts *websocket.DialOptions) (*rawDev, *http.Response, irisv1.HelloAck, error) {
 	var ack irisv1.HelloAck
-	ws, resp, err := websocket.Dial(ctx, url, opts)
+	ws, resp, err := dialWS(ctx, url, opts)
 	if err != nil {
 		return nil, resp, ack, err
 	}
-	ws.SetReadLimit(64 << 20)
 	d := &rawDev{id: deviceID, ws: ws, done: make(chan struct{})}
 	hello, err := irisv1.Marshal(irisv1.Envelope{V: irisv1.Version, Type: irisv1.TypeHello},
 		irisv1.Hello{Token: Token, DeviceID: deviceID, DeviceName: deviceID, Caps: irisv1.HelloCaps{MinProtocol: irisv1.Version}})
@@ -72,9 +71,39 @@ func dialRawOpts(ctx context.Context, url, deviceID string, opts *websocket.Dial
 	return d, resp, ack, nil
 }
 
+// dialWS opens a device's WebSocket: the bench's light client (lightws.go)
+// for the defaults, coder/websocket's for any option (compression).
+func dialWS(ctx context.Context, url string, opts *websocket.DialOptions) (wsConn, *http.Response, error) {
+	if opts == nil {
+		lc, resp, err := lightDial(ctx, url)
+		if err != nil {
+			return nil, resp, err
+		}
+		lc.SetReadLimit(64 << 20)
+		return lc, resp, nil
+	}
+	ws, resp, err := websocket.Dial(ctx, url, opts)
+	if err != nil {
+		return nil, resp, err
+	}
+	ws.SetReadLimit(64 << 20)
+	return ws, resp, nil
+}
+
 // serve reads frames until the connection ends, calling fn with each text
 // frame (the slice is reused: fn must not keep it).
 func (d *rawDev) serve(fn func(data []byte)) {
+	if lc, ok := d.ws.(*lightConn); ok {
+		go func() {
+			defer close(d.done)
+			d.err = lc.each(func(typ websocket.MessageType, p []byte) {
+				if typ == websocket.MessageText && fn != nil {
+					fn(p)
+				}
+			})
+		}()
+		return
+	}
 	go func() {
 		var buf bytes.Buffer
 		defer close(d.done)
