@@ -25,15 +25,22 @@ func (t *sqliteTx) AppendConversation(lane core.Lane, messageID string, e record
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
-		lane.ChatID, lane.ThreadID, messageID, body)
-	return err
+	if _, err = t.exec(`INSERT INTO conversation (chat_id, thread_id, message_id, body) VALUES (?,?,?,?)`,
+		lane.ChatID, lane.ThreadID, messageID, body); err != nil {
+		return err
+	}
+	t.conv.appended = append(t.conv.appended, convAppend{lane: lane, entry: cloneEntry(e), size: len(body)})
+	return nil
 }
 
 // Conversation returns a lane's newest entries, oldest first. An entry
 // that does not decode fails the read (*CorruptError): a model given a
 // conversation with a hole in it would answer something else.
 func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([]record.ConversationEntry, error) {
+	if entries, ok := s.conv.get(lane); ok {
+		return entries, nil
+	}
+	gen := s.conv.begin()
 	rows, err := s.query(ctx, `SELECT seq, body FROM (SELECT seq, body FROM conversation WHERE chat_id = ? AND thread_id = ?
 		ORDER BY seq DESC LIMIT ?) ORDER BY seq`, lane.ChatID, lane.ThreadID, maxConversation)
 	if err != nil {
@@ -41,6 +48,7 @@ func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([]record.Conv
 	}
 	defer rows.Close()
 	var out []record.ConversationEntry
+	var sizes []int
 	for rows.Next() {
 		var seq int64
 		var b []byte
@@ -52,8 +60,13 @@ func (s *Store) Conversation(ctx context.Context, lane core.Lane) ([]record.Conv
 			return nil, &CorruptError{Table: "conversation", Key: strconv.FormatInt(seq, 10), Err: err}
 		}
 		out = append(out, e)
+		sizes = append(sizes, len(b))
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	s.conv.put(gen, lane, out, sizes)
+	return out, nil
 }
 
 // ConversationLen counts a lane's conversation entries without reading
@@ -66,6 +79,7 @@ func (s *Store) ConversationLen(ctx context.Context, lane core.Lane) (int, error
 
 // ClearConversation starts a lane's conversation afresh (/new).
 func (t *sqliteTx) ClearConversation(lane core.Lane) error {
+	t.conv.lanes = append(t.conv.lanes, lane)
 	_, err := t.exec(`DELETE FROM conversation WHERE chat_id = ? AND thread_id = ?`, lane.ChatID, lane.ThreadID)
 	return err
 }
@@ -73,6 +87,7 @@ func (t *sqliteTx) ClearConversation(lane core.Lane) error {
 // TruncateConversation removes the entry tied to messageID and every later
 // entry of its lane (/undo, /retry).
 func (t *sqliteTx) TruncateConversation(lane core.Lane, messageID string) error {
+	t.conv.lanes = append(t.conv.lanes, lane)
 	_, err := t.exec(truncateConversation, lane.ChatID, lane.ThreadID, messageID, lane.ChatID, lane.ThreadID)
 	return err
 }

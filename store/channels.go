@@ -129,6 +129,7 @@ func (t *sqliteTx) DeleteChannel(chatID string) ([]core.Channel, error) {
 		l := c.Lane()
 		t.hist.chat(l.ChatID) // a thread's too: more than it needs, never less
 		t.sets.chats = append(t.sets.chats, l.ChatID)
+		t.conv.chats = append(t.conv.chats, l.ChatID)
 		// A channel's frames carry its chat id, a thread's carry its
 		// parent and its own id (see OutboxRow).
 		lane := `chat_id = ?`

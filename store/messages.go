@@ -78,6 +78,7 @@ func (t *sqliteTx) DeleteMessages(lane core.Lane, ids []string) error {
 	// Only ids of this lane: a device may not delete elsewhere by naming
 	// another lane's ids.
 	t.hist.lane(lane)
+	t.conv.lanes = append(t.conv.lanes, lane)
 	in, args := inList(ids)
 	args = append(args, lane.ChatID, lane.ThreadID)
 	for _, q := range deleteMessagesQueries(in) {

@@ -59,6 +59,7 @@ type Store struct {
 
 	hist *histCache    // lanes' newest history pages (histcache.go)
 	sets settingsCache // lanes' settings read lately (settingscache.go)
+	conv convCache     // lanes' conversations read lately (convcache.go)
 	devs knownDevices  // ids the devices table may hold (knowndevices.go)
 }
 
@@ -272,6 +273,8 @@ type sqliteTx struct {
 	hist histTouch
 	// sets: the lanes whose settings it may have changed.
 	sets settingsTouch
+	// conv: what it appended to and deleted from conversations.
+	conv convTouch
 	// bound: the prepared statements bound to tx so far. A batch runs
 	// the same few statements for each of its writes, and binding one
 	// (sql.Tx.Stmt) allocates a statement each time: 5 % of a burst's CPU.
@@ -372,6 +375,8 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 	// transaction has ended, so no reader caches its old state after.
 	defer s.hist.invalidate(&t.hist)
 	defer s.sets.invalidate(&t.sets)
+	committed, mark := false, uint64(0)
+	defer func() { s.conv.end(&t.conv, committed, mark) }()
 	if err := fn(t); err != nil {
 		tx.Rollback()
 		s.prepareWanted(ctx)
@@ -382,7 +387,9 @@ func (s *Store) write(ctx context.Context, fn func(*sqliteTx) error) error {
 		s.prepareWanted(ctx)
 		return err
 	}
+	mark = s.conv.committing(&t.conv)
 	err = tx.Commit()
+	committed = err == nil
 	s.prepareWanted(ctx)
 	if err == nil {
 		s.ck.committed()
@@ -403,7 +410,7 @@ func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 	if _, err := t.exec("SAVEPOINT sp"); err != nil {
 		return err
 	}
-	head, known := t.rows.head, t.rows.headKnown
+	head, known, appended := t.rows.head, t.rows.headKnown, len(t.conv.appended)
 	err := fn(t)
 	if err == nil {
 		err = t.Flush() // its rows are in before it ends, or it failed
@@ -412,6 +419,7 @@ func (t *sqliteTx) Savepoint(fn func(Tx) error) error {
 		// The undone rows take their cursors with them.
 		t.rows.discard()
 		t.rows.err, t.rows.head, t.rows.headKnown = nil, head, known
+		t.conv.undo(appended)
 		if _, rerr := t.execNow("ROLLBACK TO sp"); rerr != nil {
 			return errors.Join(err, rerr)
 		}
