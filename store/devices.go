@@ -163,11 +163,13 @@ func dropPushOf(tx *sqliteTx, tokenID string) (int64, error) {
 
 // StaleDevices lists up to limit devices without a push registration
 // that are past the bounds: the rows beyond the keep most recently seen,
-// and any last seen before before (Unix ms).
+// and any last seen before before (Unix ms). Devices seen in the same
+// millisecond are told apart by their rows' age, the newest kept: a burst
+// of invented device ids must not keep its first ones by chance.
 func (s *Store) StaleDevices(ctx context.Context, keep int, before int64, limit int) ([]string, error) {
 	rows, err := s.query(ctx, `SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
 		AND (last_seen < ? OR device_id NOT IN (SELECT device_id FROM devices WHERE fcm_token = '' AND ntfy_topic = '' AND webpush = ''
-			ORDER BY last_seen DESC LIMIT ?)) LIMIT ?`, before, keep, limit)
+			ORDER BY last_seen DESC, rowid DESC LIMIT ?)) LIMIT ?`, before, keep, limit)
 	if err != nil {
 		return nil, err
 	}
