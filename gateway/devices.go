@@ -205,6 +205,11 @@ func (p *presence) changed() {
 	}
 }
 
+// online is the status every device gets after its hello reply: one
+// event for all, so each dialect encodes it once (Event.Shared), not on
+// every handshake's path to its reply (a reflection of the payload, 10 us).
+var online = &core.Event{Type: core.EvStatus, State: "online"}
+
 // greet queues what a device gets right after its hello reply: the
 // gateway's status, the streams running now and each lane's todo list.
 // The hub runs it while it registers the connection, so the snapshot and
@@ -212,7 +217,7 @@ func (p *presence) changed() {
 // the device before its start.
 func (g *Gateway) greet(c *hub.Conn) {
 	now := time.Now().UnixMilli()
-	c.SendEvent(&core.Event{Type: core.EvStatus, State: "online", TS: now}, 0)
+	c.SendEvent(online, 0)
 	for _, ev := range g.turns.Snapshot(now) {
 		c.SendEvent(ev, 0)
 	}
