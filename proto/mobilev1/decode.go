@@ -49,10 +49,20 @@ type members struct {
 // whose "t" is "hello" in any letter case. The server picks the dialect
 // with it.
 func Is(data []byte) bool {
+	if !mayHaveKeyT(data) {
+		return false // every Iris hello: no decode on each handshake's path
+	}
 	var probe struct {
 		T *string `json:"t"`
 	}
 	return json.Unmarshal(data, &probe) == nil && probe.T != nil && strings.EqualFold(*probe.T, "hello")
+}
+
+// mayHaveKeyT is false only when data cannot hold a member that
+// encoding/json reads as "t": its key, matched in any case, is written
+// "t" or "T" unless it is escaped, and an escape needs a backslash.
+func mayHaveKeyT(data []byte) bool {
+	return bytes.Contains(data, []byte(`"t"`)) || bytes.Contains(data, []byte(`"T"`)) || bytes.IndexByte(data, '\\') >= 0
 }
 
 // Looks reports whether data is a JSON object with a string "t" and no

@@ -194,3 +194,21 @@ func probeT(data []byte) string {
 	json.Unmarshal(data, &probe)
 	return strings.ToLower(probe.T)
 }
+
+// FuzzIs checks Is's quick refusal against the decode it skips: they
+// agree on every input.
+func FuzzIs(f *testing.F) {
+	for _, s := range []string{`{"t":"hello"}`, `{"T":"HELLO"}`, `{"\u0074":"hello"}`, `{"t" : "Hello"}`,
+		`{"v":1,"type":"hello","payload":{"token":"tok","device_id":"d"}}`, `{"x":"t"}`, `["t"]`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var probe struct {
+			T *string `json:"t"`
+		}
+		want := json.Unmarshal(data, &probe) == nil && probe.T != nil && strings.EqualFold(*probe.T, "hello")
+		if got := Is(data); got != want {
+			t.Fatalf("Is(%q) = %v, decoding says %v", data, got, want)
+		}
+	})
+}
