@@ -154,3 +154,30 @@ func TestASavepointTakesItsHeldBackRows(t *testing.T) {
 		t.Fatalf("outbox head %d, %v; want %d", head, err, after)
 	}
 }
+
+// The inserts do wait: three sends' rows are held until a statement
+// needs the tables, then go in together.
+func TestInsertsWaitForTheNextStatement(t *testing.T) {
+	s := openRowbuf(t)
+	if err := s.write(context.Background(), func(tx *sqliteTx) error {
+		for i := range 3 {
+			m := userMessage(fmt.Sprintf("m_%d", i), int64(i+1))
+			if err := tx.InsertMessage(m, false); err != nil {
+				return err
+			}
+			if err := tx.QueueTurn(m.Lane, m.ID); err != nil {
+				return err
+			}
+		}
+		if tx.rows.n != 6 {
+			t.Errorf("%d rows held back, want 6", tx.rows.n)
+		}
+		var n int
+		if err := tx.queryRow(`SELECT COUNT(*) FROM messages`).Scan(&n); err != nil || n != 3 || tx.rows.n != 0 {
+			t.Errorf("%d messages seen, %d rows still held (%v): the read must put them in first", n, tx.rows.n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
