@@ -191,6 +191,7 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 		d.mu.Unlock()
 	}
 	after := g.head(ctx)
+	batch := g.commitBatch(ctx)
 	pings = g.pings() - pings
 	frames := after - before
 	span := end.Sub(start)
@@ -239,6 +240,9 @@ func runDurable(ctx context.Context, o *Options) (r Result) {
 	r.setup("Then the devices leave and the same load goes through gateway.Send directly: the commit path without fan-out.")
 	r.fig("durable frames committed", perSec(fps), ">= 20,000/s", ptr(fps >= 20_000))
 	r.fig("frames committed", fmt.Sprintf("%s in %.2fs (sending stopped at %.2fs)", commas(frames), span.Seconds(), sendEnd.Sub(start).Seconds()), "", nil)
+	if batch > 0 {
+		r.fig("writes a group commit", fmt.Sprintf("%.1f on average (since the gateway started)", batch), "", nil)
+	}
 	r.fig("message.send completed", fmt.Sprintf("%s (%s)", commas(int64(sends)), perSec(rate(int64(sends), span))), "", nil)
 	r.fig("echo (reply) latency p50 / p99", ms(pct(lat, 0.5))+" / "+ms(pct(lat, 0.99)), "", nil)
 	r.fig("frames delivered to devices", fmt.Sprintf("%s (%s)", commas(delivered.Load()), perSec(rate(delivered.Load(), span))), "", nil)

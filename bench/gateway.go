@@ -150,3 +150,19 @@ func (l *logCounter) count(substr string) int {
 	}
 	return n
 }
+
+// commitBatch is the writes the gateway's group commit put in one
+// transaction, on average since it started (0: not known).
+func (g *gw) commitBatch(ctx context.Context) float64 {
+	return metricBatch(ctx, "http://"+g.addr)
+}
+
+// metricBatch reads the average group-commit batch off a gateway's
+// /metrics at base (0: not known).
+func metricBatch(ctx context.Context, base string) float64 {
+	m, err := scrape(ctx, base+"/metrics")
+	if err != nil || m["irisgate_commit_batch_writes_count"] == 0 {
+		return 0
+	}
+	return m["irisgate_commit_batch_writes_sum"] / m["irisgate_commit_batch_writes_count"]
+}

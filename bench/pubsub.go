@@ -252,6 +252,9 @@ type pubStats struct {
 	cpu        time.Duration // the child's CPU over the run
 	clientCPU  time.Duration // this process's (the load client's) CPU over the run
 	wantedRate float64       // paced runs: the rate asked for
+	// batch is the writes the child's group commit put in a transaction,
+	// on average over its life (0: not known).
+	batch float64
 }
 
 func (s *pubStats) pubRate() float64 { return rate(s.publishes, s.pubSpan) }
@@ -308,6 +311,7 @@ func pubRun(ctx context.Context, o *Options, watchers, publishes, window int, fn
 		return st, err
 	}
 	st.cpu, st.clientCPU = child.cpu()-cpu0, selfCPU()-self0
+	st.batch = metricBatch(ctx, child.base)
 	p.mu.Lock()
 	st.pubSpan, st.ackSpan = p.last, p.last-p.early
 	p.mu.Unlock()

@@ -234,7 +234,7 @@ func runRatioMode(ctx context.Context, o *Options, mode string, b *baselines, wr
 			return nil, err
 		}
 		rows := []Row{{Mode: name, Metric: "publishes/s", Value: st.pubRate(), Unit: "/s", Base: commitLimit, BaseOf: commitOf,
-			Note: fmt.Sprintf("%s sends, 64 in flight", commas(st.publishes))}}
+			Note: fmt.Sprintf("%s sends, 64 in flight; %.1f writes a commit", commas(st.publishes), st.batch)}}
 		if mode == ModeBurst {
 			rows = append(rows,
 				Row{Mode: name, Metric: "deliveries/s", Value: st.delRate(), Unit: "/s", Base: writeLimit, BaseOf: batchOf},
