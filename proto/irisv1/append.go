@@ -41,6 +41,29 @@ func AppendHistory(dst []byte, h *History) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
+// AppendMessage appends m's JSON, the same bytes as json.Marshal(m), as
+// AppendHistory does for each of a page's: message.new is the payload a
+// burst of sends encodes most. On error (json.Marshal's, as AppendHistory's)
+// dst is returned as it came.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	out, err := appendMessage(dst, m)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+// AppendMessageUpdate appends u's JSON, the same bytes as json.Marshal(u):
+// a streamed reply sends one for every chunk, each with the whole text so
+// far.
+func AppendMessageUpdate(dst []byte, u *MessageUpdate) []byte {
+	dst = append(dst, `{"message_id":`...)
+	dst = jsontext.AppendString(dst, u.MessageID)
+	dst = append(dst, `,"text":`...)
+	dst = jsontext.AppendString(dst, u.Text)
+	return append(dst, '}')
+}
+
 // appendMessage follows Message's fields and tags, in order.
 func appendMessage(dst []byte, m *Message) ([]byte, error) {
 	dst = append(dst, `{"message_id":`...)

@@ -64,11 +64,20 @@ func encodeEvent(ev *core.Event, reqID, cursor int64) []byte {
 	var p any
 	switch ev.Type {
 	case core.EvMessage:
-		p = messagePayload(ev.Message)
+		// The two payloads a burst and a stream encode most go straight
+		// after the envelope, without encoding/json (the same bytes).
+		m := messagePayload(ev.Message)
+		f := irisv1.AppendEnvelope(make([]byte, 0, len(m.Text)+len(m.Reasoning)+256), frameEnv(ev, typ, reqID, cursor))
+		if f, err := irisv1.AppendMessage(f, &m); err == nil {
+			return append(f, '}')
+		}
+		p = m // a runtime figure encoding/json refuses: its error frame
+	case core.EvMessageUpdate:
+		u := irisv1.MessageUpdate{MessageID: ev.StreamID, Text: ev.Text}
+		f := irisv1.AppendEnvelope(make([]byte, 0, len(u.Text)+len(u.MessageID)+128), frameEnv(ev, typ, reqID, cursor))
+		return append(irisv1.AppendMessageUpdate(f, &u), '}')
 	case core.EvMessageStart:
 		p = irisv1.MessageStart{MessageID: ev.StreamID, Role: ev.Role}
-	case core.EvMessageUpdate:
-		p = irisv1.MessageUpdate{MessageID: ev.StreamID, Text: ev.Text}
 	case core.EvMessageStop:
 		m := ev.Message
 		p = irisv1.MessageStop{MessageID: m.ID, FinalText: m.Text, Reasoning: m.Reasoning, Media: mediaList(m.Media), Model: m.Model, Tokens: m.Tokens,
@@ -115,6 +124,11 @@ func encodeEvent(ev *core.Event, reqID, cursor int64) []byte {
 	default:
 		return nil
 	}
+	return marshal(frameEnv(ev, typ, reqID, cursor), p)
+}
+
+// frameEnv is the envelope of ev's frame.
+func frameEnv(ev *core.Event, typ string, reqID, cursor int64) irisv1.Envelope {
 	env := irisv1.Envelope{V: Version, ID: reqID, Type: typ, Cursor: cursor}
 	switch ev.Type {
 	case core.EvChannelCreated, core.EvChannelRenamed, core.EvChannelDeleted, core.EvStatus:
@@ -122,7 +136,7 @@ func encodeEvent(ev *core.Event, reqID, cursor int64) []byte {
 	default:
 		env.ChatID, env.ThreadID = ev.Lane.ChatID, ev.Lane.ThreadID
 	}
-	return marshal(env, p)
+	return env
 }
 
 // marshal renders an envelope with payload p.

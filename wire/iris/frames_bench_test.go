@@ -27,6 +27,18 @@ func BenchmarkFrames(b *testing.B) {
 			}
 		})
 	}
+	// A person's message as it is echoed to their devices.
+	b.Run("message-120B", func(b *testing.B) {
+		b.ReportAllocs()
+		text := strings.Repeat("All work and no play. ", 6)[:120]
+		for b.Loop() {
+			m := &core.Message{ID: "m_01J8ZQ4K7M3N5P6Q", Lane: lane, Role: core.RoleUser, Text: text, TS: 1733050000000}
+			ev := &core.Event{Type: core.EvMessage, Lane: lane, Message: m}
+			if out := (codec{}).Frames(ev, 0); len(out) != 1 {
+				b.Fatal("no frame")
+			}
+		}
+	})
 	// One update to 100 Iris devices: what a fan-out costs per event,
 	// encoding and every device's Frames (allocs/op per event: the
 	// deliveries themselves should allocate nothing).
